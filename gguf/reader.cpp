@@ -1,0 +1,363 @@
+#include "gguf/reader.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "gguf/error.hpp"
+#include "gguf/file_io.hpp"
+
+namespace gguf {
+
+namespace {
+
+constexpr size_t kChunk = size_t{1} << 20;
+
+/// Sequential cursor over the header bytes of one file. Bytes come either from memory or
+/// are pulled from a descriptor on demand; every request is checked against the file size
+/// before anything is allocated.
+class Cursor {
+public:
+    Cursor(int fd, std::string_view mem, uint64_t file_size, const std::string& name)
+        : fd_(fd), mem_(mem), file_size_(file_size), name_(name) {}
+
+    uint64_t pos() const { return pos_; }
+    uint64_t left() const { return file_size_ - pos_; }
+
+    [[noreturn]] void fail(Code code, const std::string& what, uint64_t at) const {
+        throw Error(code, name_ + ": offset " + std::to_string(at) + ": " + what);
+    }
+    [[noreturn]] void fail(Code code, const std::string& what) const { fail(code, what, pos_); }
+
+    /// Makes `n` bytes at the cursor available and returns a pointer to them.
+    const char* need(uint64_t n, const char* what) {
+        if (n > left()) {
+            fail(Code::Truncated, std::string(what) + " needs " + std::to_string(n) +
+                                      " bytes but only " + std::to_string(left()) +
+                                      " are left in the file (size " + std::to_string(file_size_) + ")");
+        }
+        uint64_t end = pos_ + n;
+        if (fd_ < 0) {
+            if (end > mem_.size()) fail(Code::Truncated, std::string(what) + " runs past the bytes given");
+            return mem_.data() + pos_;
+        }
+        if (end > buf_.size()) {
+            if (end > kMaxHeaderBytes) {
+                fail(Code::TooLarge, "header larger than " + std::to_string(kMaxHeaderBytes) + " bytes");
+            }
+            uint64_t want = std::min<uint64_t>(std::max<uint64_t>(end, buf_.size() + kChunk),
+                                               std::min(file_size_, kMaxHeaderBytes));
+            size_t old = buf_.size();
+            buf_.resize(want);
+            ssize_t got = pread_full(fd_, buf_.data() + old, want - old, old);
+            if (got < 0) {
+                throw Error(Code::Io, name_ + ": read failed at offset " + std::to_string(old) + ": " +
+                                          std::strerror(static_cast<int>(-got)),
+                            static_cast<int>(-got));
+            }
+            buf_.resize(old + static_cast<size_t>(got));
+            if (end > buf_.size()) fail(Code::Truncated, std::string(what) + ": file shrank while reading");
+        }
+        return buf_.data() + pos_;
+    }
+
+    template <typename T>
+    T read(const char* what) {
+        const char* p = need(sizeof(T), what);
+        T v;
+        std::memcpy(&v, p, sizeof v);
+        pos_ += sizeof v;
+        return v;
+    }
+
+    /// Returns the bytes [from, pos) as a string (they are already buffered).
+    std::string slice(uint64_t from) const {
+        const char* base = fd_ < 0 ? mem_.data() : buf_.data();
+        return std::string(base + from, pos_ - from);
+    }
+
+    std::string_view view(uint64_t from, uint64_t len) const {
+        const char* base = fd_ < 0 ? mem_.data() : buf_.data();
+        return std::string_view(base + from, len);
+    }
+
+    void skip(uint64_t n, const char* what) {
+        need(n, what);
+        pos_ += n;
+    }
+
+    /// Reads a GGUF string (u64 length + bytes), checking the length first.
+    std::string_view string(const char* what) {
+        uint64_t at = pos_;
+        uint64_t len = read<uint64_t>(what);
+        if (len > kMaxStringLength) {
+            fail(Code::TooLarge, std::string(what) + " length " + std::to_string(len) + " exceeds the limit of 2^30",
+                 at);
+        }
+        if (len > left()) {
+            fail(Code::Truncated, std::string(what) + " length " + std::to_string(len) + " exceeds the " +
+                                      std::to_string(left()) + " bytes left in the file", at);
+        }
+        const char* p = need(len, what);
+        pos_ += len;
+        return std::string_view(p, len);
+    }
+
+private:
+    int fd_;
+    std::string_view mem_;
+    uint64_t file_size_;
+    const std::string& name_;
+    std::string buf_;
+    uint64_t pos_ = 0;
+};
+
+bool is_known_type(uint32_t t) { return t < kValueTypeCount; }
+
+/// Skips over one value of type `t` (not Array) and validates it.
+void skip_scalar_or_string(Cursor& c, ValueType t, const std::string& key) {
+    if (t == ValueType::String) {
+        c.string(("string value of '" + key + "'").c_str());
+        return;
+    }
+    if (t == ValueType::Bool) {
+        uint64_t at = c.pos();
+        auto b = c.read<uint8_t>("bool value");
+        if (b > 1) c.fail(Code::BadValue, "key '" + key + "': bool value " + std::to_string(b) + " is not 0 or 1", at);
+        return;
+    }
+    c.skip(scalar_size(t), "scalar value");
+}
+
+Value read_value(Cursor& c, ValueType t, const std::string& key) {
+    uint64_t start = c.pos();
+    if (t == ValueType::Array) {
+        uint64_t at = c.pos();
+        auto et_raw = c.read<uint32_t>("array element type");
+        if (!is_known_type(et_raw)) {
+            c.fail(Code::BadValue, "key '" + key + "': unknown array element type " + std::to_string(et_raw), at);
+        }
+        auto et = static_cast<ValueType>(et_raw);
+        if (et == ValueType::Array) c.fail(Code::BadValue, "key '" + key + "': arrays of arrays are not allowed", at);
+        uint64_t count_at = c.pos();
+        auto count = c.read<uint64_t>("array element count");
+        if (count > kMaxArrayCount) {
+            c.fail(Code::TooLarge, "key '" + key + "': array count " + std::to_string(count) +
+                                       " exceeds the limit of 2^30", count_at);
+        }
+        uint64_t min_elem = et == ValueType::String ? 8 : scalar_size(et);
+        if (count > c.left() / min_elem) {
+            c.fail(Code::Truncated, "key '" + key + "': array of " + std::to_string(count) + " " +
+                                        std::string(value_type_name(et)) + " exceeds the " +
+                                        std::to_string(c.left()) + " bytes left in the file", count_at);
+        }
+        if (et == ValueType::String) {
+            for (uint64_t i = 0; i < count; ++i) c.string(("array element of '" + key + "'").c_str());
+        } else if (et == ValueType::Bool) {
+            const char* p = c.need(count, "bool array");
+            for (uint64_t i = 0; i < count; ++i) {
+                if (static_cast<uint8_t>(p[i]) > 1) {
+                    c.fail(Code::BadValue, "key '" + key + "': bool array element " + std::to_string(i) +
+                                               " is not 0 or 1", c.pos() + i);
+                }
+            }
+            c.skip(count, "bool array");
+        } else {
+            c.skip(count * min_elem, "array elements");
+        }
+    } else {
+        skip_scalar_or_string(c, t, key);
+    }
+    Value v;
+    v.type = t;
+    v.raw = c.slice(start);
+    return v;
+}
+
+bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+}  // namespace
+
+namespace {
+
+Header parse(Cursor& c, const std::string& name) {
+    Header h;
+    h.file_size = c.left();
+
+    // Magic, with a friendlier message for the usual impostors.
+    {
+        if (c.left() < 4) c.fail(Code::BadMagic, "not a GGUF file (only " + std::to_string(c.left()) + " bytes)", 0);
+        std::string_view head(c.need(std::min<uint64_t>(c.left(), 24), "magic"), std::min<uint64_t>(c.left(), 24));
+        if (head.substr(0, 4) != "GGUF") {
+            if (head.rfind("version https://git-lfs", 0) == 0) {
+                c.fail(Code::BadMagic, "is a git-lfs pointer file, not model data (run 'git lfs pull')", 0);
+            }
+            c.fail(Code::BadMagic, "not a GGUF file (bad magic)", 0);
+        }
+        c.skip(4, "magic");
+    }
+
+    uint64_t at = c.pos();
+    uint32_t version = c.read<uint32_t>("version");
+    if ((version & 0xFFFFu) == 0 && version != 0) {
+        c.fail(Code::BigEndian, "big-endian GGUF file (version field " + std::to_string(version) +
+                                    "); only little-endian files are supported", at);
+    }
+    if (version == 1) c.fail(Code::BadVersion, "GGUF version 1 is obsolete and not supported", at);
+    if (version != 2 && version != 3) {
+        c.fail(Code::BadVersion, "unsupported GGUF version " + std::to_string(version), at);
+    }
+    h.version = version;
+
+    at = c.pos();
+    auto n_tensors = c.read<int64_t>("tensor count");
+    auto n_kv = c.read<int64_t>("KV count");
+    // Minimal encodings: KV = key len (8) + 1 key byte + type (4) + 1 value byte;
+    // tensor info = name len (8) + 1 byte + n_dims (4) + one dim (8) + type (4) + offset (8).
+    if (n_tensors < 0 || static_cast<uint64_t>(n_tensors) > c.left() / 33) {
+        c.fail(Code::Truncated, "tensor count " + std::to_string(n_tensors) + " cannot fit in the " +
+                                    std::to_string(c.left()) + " bytes left in the file", at);
+    }
+    if (n_kv < 0 || static_cast<uint64_t>(n_kv) > c.left() / 14) {
+        c.fail(Code::Truncated, "KV count " + std::to_string(n_kv) + " cannot fit in the " +
+                                    std::to_string(c.left()) + " bytes left in the file", at + 8);
+    }
+
+    // Counts are only plausible, not proven: reserve a bounded amount and let real bytes grow it.
+    h.kvs.reserve(static_cast<size_t>(std::min<int64_t>(n_kv, 4096)));
+    std::unordered_set<std::string> keys;
+    for (int64_t i = 0; i < n_kv; ++i) {
+        uint64_t kv_at = c.pos();
+        std::string key(c.string("key"));
+        if (key.empty()) c.fail(Code::BadValue, "KV pair " + std::to_string(i) + " has an empty key", kv_at);
+        uint64_t type_at = c.pos();
+        auto t = c.read<uint32_t>("value type");
+        if (!is_known_type(t)) {
+            c.fail(Code::BadValue, "key '" + key + "': unknown value type " + std::to_string(t), type_at);
+        }
+        Value v = read_value(c, static_cast<ValueType>(t), key);
+        if (key == kKeyAlignment) {
+            if (v.type != ValueType::U32) {
+                c.fail(Code::BadAlignment, "key 'general.alignment' has type " +
+                                               std::string(value_type_name(v.type)) + ", expected u32", kv_at);
+            }
+            uint64_t a = static_cast<uint64_t>(*v.as_int());
+            if (!is_power_of_two(a)) {
+                c.fail(Code::BadAlignment, "key 'general.alignment' = " + std::to_string(a) +
+                                               " is not a non-zero power of two", kv_at);
+            }
+            h.alignment = a;
+        }
+        if (!keys.insert(key).second) c.fail(Code::BadValue, "duplicate key '" + key + "'", kv_at);
+        h.kvs.push_back(KeyValue{std::move(key), std::move(v)});
+    }
+
+    h.tensors.reserve(static_cast<size_t>(std::min<int64_t>(n_tensors, 4096)));
+    std::unordered_set<std::string> names;
+    for (int64_t i = 0; i < n_tensors; ++i) {
+        uint64_t t_at = c.pos();
+        TensorInfo ti;
+        ti.name = std::string(c.string("tensor name"));
+        if (ti.name.empty()) c.fail(Code::BadTensor, "tensor " + std::to_string(i) + " has an empty name", t_at);
+        if (ti.name.size() >= kMaxTensorName) {
+            c.fail(Code::BadTensor, "tensor name '" + ti.name.substr(0, 80) + "' is " + std::to_string(ti.name.size()) +
+                                        " bytes, the limit is 63", t_at);
+        }
+        if (!names.insert(ti.name).second) c.fail(Code::BadTensor, "duplicate tensor name '" + ti.name + "'", t_at);
+        uint64_t d_at = c.pos();
+        ti.n_dims = c.read<uint32_t>("n_dims");
+        if (ti.n_dims > kMaxDims) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "': n_dims " + std::to_string(ti.n_dims) + " exceeds 4", d_at);
+        }
+        int64_t elements = 1;
+        for (uint32_t d = 0; d < ti.n_dims; ++d) {
+            uint64_t ne_at = c.pos();
+            ti.ne[d] = c.read<int64_t>("dimension");
+            if (ti.ne[d] < 0) {
+                c.fail(Code::BadTensor, "tensor '" + ti.name + "': dimension " + std::to_string(d) + " is negative (" +
+                                            std::to_string(ti.ne[d]) + ")", ne_at);
+            }
+            if (mul_overflows(elements, ti.ne[d], &elements)) {
+                c.fail(Code::BadTensor, "tensor '" + ti.name + "': element count overflows int64", ne_at);
+            }
+        }
+        uint64_t type_at = c.pos();
+        ti.type = c.read<uint32_t>("tensor type");
+        auto tt = ggml_type(ti.type);
+        if (!tt) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "': unknown or removed ggml type " + std::to_string(ti.type),
+                   type_at);
+        }
+        if (ti.ne[0] % static_cast<int64_t>(tt->block_size) != 0) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "': ne0 = " + std::to_string(ti.ne[0]) +
+                                        " is not a multiple of the " + std::string(tt->name) + " block size " +
+                                        std::to_string(tt->block_size), t_at);
+        }
+        int64_t nbytes = 0;
+        if (mul_overflows(elements / static_cast<int64_t>(tt->block_size), static_cast<int64_t>(tt->type_size),
+                          &nbytes) ||
+            static_cast<uint64_t>(nbytes) > std::numeric_limits<uint64_t>::max() - h.alignment) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "': byte size overflows", t_at);
+        }
+        ti.nbytes = static_cast<uint64_t>(nbytes);
+        ti.offset = c.read<uint64_t>("tensor offset");
+        h.tensors.push_back(std::move(ti));
+    }
+    h.header_size = c.pos();
+    h.data_offset = align_up(h.header_size, h.alignment);
+
+    // Offsets must be exactly consecutive (ggml's strict reader), and all data inside the file.
+    uint64_t expected = 0;
+    for (const auto& ti : h.tensors) {
+        if (ti.offset != expected) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "' has offset " + std::to_string(ti.offset) + ", expected " +
+                                        std::to_string(expected), h.header_size);
+        }
+        uint64_t padded = align_up(ti.nbytes, h.alignment);
+        if (padded > std::numeric_limits<uint64_t>::max() - expected) {
+            c.fail(Code::BadTensor, "tensor '" + ti.name + "': data section size overflows", h.header_size);
+        }
+        expected += padded;
+    }
+    if (!h.tensors.empty()) {
+        const TensorInfo& last = h.tensors.back();
+        uint64_t end = last.offset + last.nbytes;
+        if (h.data_offset > h.file_size || end > h.file_size - h.data_offset) {
+            throw Error(Code::Truncated,
+                        name + ": truncated: tensor '" + last.name + "' data ends at offset " +
+                            std::to_string(h.data_offset + end) + " but the file has " +
+                            std::to_string(h.file_size) + " bytes");
+        }
+    }
+    return h;
+}
+
+}  // namespace
+
+Header parse_header(std::string_view bytes, uint64_t file_size, const std::string& name) {
+    if (bytes.size() > file_size) file_size = bytes.size();
+    Cursor c(-1, bytes, file_size, name);
+    return parse(c, name);
+}
+
+Header read_header(int fd, const std::string& name) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int e = errno;
+        throw Error(Code::Io, name + ": cannot stat: " + std::strerror(e), e);
+    }
+    if (!S_ISREG(st.st_mode)) throw Error(Code::Io, name + ": not a regular file");
+    Cursor c(fd, {}, static_cast<uint64_t>(st.st_size), name);
+    return parse(c, name);
+}
+
+Header read_header(const std::string& path) {
+    UniqueFd fd = open_read_only(path);
+    return read_header(fd.get(), path);
+}
+
+}  // namespace gguf

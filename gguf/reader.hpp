@@ -1,0 +1,38 @@
+// Bounds-checked GGUF header reader (GGUF v2 and v3).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gguf/header.hpp"
+
+namespace gguf {
+
+/// Reads and fully validates the header of the GGUF file at `path`.
+/// Throws gguf::Error (see parse_header) and Code::Io when the file cannot be opened or read.
+Header read_header(const std::string& path);
+
+/// Same for an open descriptor; `name` is used in error messages. Reads only the header bytes
+/// (in chunks of up to 1 MiB), never the tensor data.
+Header read_header(int fd, const std::string& name);
+
+/// Parses a header from bytes already in memory: `bytes` is the start of a file whose total
+/// size is `file_size` (>= bytes.size()); used by tests and fuzzers.
+///
+/// Validation follows ggml's strict reader (src/gguf.cpp) plus the limits in
+/// shared/docs/gguf-facts.md, and never trusts a length or a count:
+///  - magic "GGUF" (a git-lfs pointer file is named as such); version 2 or 3; version 1,
+///    0 and >3 are rejected, and a byte-swapped version is reported as a big-endian file;
+///  - KV and tensor counts must fit in the bytes left; string lengths and array counts
+///    <= 2^30 and within the file; keys non-empty and unique; value types known; no arrays
+///    of arrays; bools 0 or 1;
+///  - general.alignment, when present, a u32 non-zero power of two;
+///  - tensor names non-empty, < 64 bytes, unique; n_dims 1..4; every ne >= 0; known,
+///    non-removed ggml type; ne0 a multiple of the block size; element count and byte
+///    size without int64 overflow; offsets exactly consecutive with padding to the
+///    alignment, first offset 0; every tensor's data inside the file.
+/// Every message names `name`, the byte offset and, where relevant, the key or tensor.
+Header parse_header(std::string_view bytes, uint64_t file_size, const std::string& name);
+
+}  // namespace gguf

@@ -1,0 +1,223 @@
+#include "gguf/split_set.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <unordered_set>
+
+#include "gguf/error.hpp"
+#include "gguf/file_io.hpp"
+#include "gguf/reader.hpp"
+
+namespace gguf {
+
+namespace {
+
+constexpr std::string_view kSuffix = ".gguf";
+
+bool parse_5_digits(std::string_view s, uint32_t* out) {
+    if (s.size() != 5) return false;
+    uint32_t v = 0;
+    for (char ch : s) {
+        if (ch < '0' || ch > '9') return false;
+        v = v * 10 + static_cast<uint32_t>(ch - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/// Reads a split key and checks its type; throws naming the file and key.
+int64_t split_key(const Header& h, const std::string& path, std::string_view key, ValueType want) {
+    const KeyValue* kv = h.find(key);
+    if (!kv) {
+        throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' is missing (not a gguf-split shard)");
+    }
+    if (kv->value.type != want) {
+        throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' has type " +
+                                        std::string(value_type_name(kv->value.type)) + ", expected " +
+                                        std::string(value_type_name(want)));
+    }
+    return *kv->value.as_int();
+}
+
+Shard load_shard(const std::string& path) {
+    Shard s;
+    s.path = path;
+    UniqueFd fd = open_read_only(path);
+    if (::fstat(fd.get(), &s.st) != 0) {
+        int e = errno;
+        throw Error(Code::Io, path + ": cannot stat: " + std::strerror(e), e);
+    }
+    s.header = read_header(fd.get(), path);
+    return s;
+}
+
+}  // namespace
+
+std::optional<ShardName> parse_shard_name(const std::string& path) {
+    // "-NNNNN-of-MMMMM.gguf" is 20 characters.
+    constexpr size_t kTail = 1 + 5 + 4 + 5 + 5;
+    if (path.size() <= kTail) return std::nullopt;
+    std::string_view tail(path.data() + path.size() - kTail, kTail);
+    if (tail[0] != '-' || tail.substr(6, 4) != "-of-" || tail.substr(15) != kSuffix) return std::nullopt;
+    ShardName n;
+    if (!parse_5_digits(tail.substr(1, 5), &n.index) || !parse_5_digits(tail.substr(10, 5), &n.count)) {
+        return std::nullopt;
+    }
+    if (n.index < 1 || n.index > n.count) return std::nullopt;
+    n.prefix = path.substr(0, path.size() - kTail);
+    if (n.prefix.empty() || n.prefix.back() == '/') return std::nullopt;
+    return n;
+}
+
+std::string shard_path(const std::string& prefix, uint32_t index, uint32_t count) {
+    char tail[64];
+    std::snprintf(tail, sizeof tail, "-%05u-of-%05u.gguf", index, count);
+    return prefix + tail;
+}
+
+SplitSet SplitSet::open_any(const std::string& path) {
+    auto name = parse_shard_name(path);
+    if (!name) {
+        throw Error(Code::BadSplit, path + ": name does not end in -NNNNN-of-NNNNN.gguf (not a gguf-split shard)");
+    }
+    return open(shard_path(name->prefix, 1, name->count));
+}
+
+SplitSet SplitSet::open(const std::string& first) {
+    SplitSet set;
+    auto name = parse_shard_name(first);
+    if (!name) {
+        throw Error(Code::BadSplit, first + ": name does not end in -00001-of-NNNNN.gguf (not a first shard)");
+    }
+    if (name->index != 1) {
+        throw Error(Code::BadSplit, first + ": is shard " + std::to_string(name->index) + ", not the first shard " +
+                                        base_name(shard_path(name->prefix, 1, name->count)));
+    }
+    set.prefix_ = name->prefix;
+
+    set.shards_.push_back(load_shard(first));
+    const Header& h0 = set.shards_[0].header;
+    int64_t count = split_key(h0, first, kKeySplitCount, ValueType::U16);
+    if (count < 1) throw Error(Code::BadSplit, first + ": key 'split.count' is 0 (not a valid split count)");
+    if (static_cast<uint32_t>(count) != name->count) {
+        throw Error(Code::BadSplit, first + ": key 'split.count' is " + std::to_string(count) +
+                                        " but the file name says " + std::to_string(name->count) + " shards");
+    }
+    int64_t total = split_key(h0, first, kKeySplitTensorsCount, ValueType::I32);
+    if (total < 0) throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is negative");
+
+    set.shards_.reserve(static_cast<size_t>(count));
+    for (uint32_t i = 1; i < static_cast<uint32_t>(count); ++i) {
+        std::string path = shard_path(set.prefix_, i + 1, name->count);
+        try {
+            set.shards_.push_back(load_shard(path));
+        } catch (const Error& e) {
+            if (e.code() == Code::Io && e.sys_errno() == ENOENT) {
+                throw Error(Code::BadSplit, path + ": missing shard " + std::to_string(i + 1) + " of " +
+                                                std::to_string(count));
+            }
+            throw;
+        }
+    }
+
+    std::unordered_set<std::string> names;
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < set.shards_.size(); ++i) {
+        const Shard& s = set.shards_[i];
+        int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
+        if (no != static_cast<int64_t>(i)) {
+            throw Error(Code::BadSplit, s.path + ": key 'split.no' is " + std::to_string(no) + " but the file name says " +
+                                            std::to_string(i) + " (0-based)");
+        }
+        int64_t c = split_key(s.header, s.path, kKeySplitCount, ValueType::U16);
+        if (c != count) {
+            throw Error(Code::BadSplit, s.path + ": key 'split.count' is " + std::to_string(c) + " but shard 1 says " +
+                                            std::to_string(count));
+        }
+        int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, ValueType::I32);
+        if (t != total) {
+            throw Error(Code::BadSplit, s.path + ": key 'split.tensors.count' is " + std::to_string(t) +
+                                            " but shard 1 says " + std::to_string(total));
+        }
+        for (const auto& ti : s.header.tensors) {
+            if (!names.insert(ti.name).second) {
+                throw Error(Code::BadSplit, s.path + ": tensor '" + ti.name + "' also appears in an earlier shard");
+            }
+        }
+        seen += s.header.tensors.size();
+    }
+    if (seen != static_cast<uint64_t>(total)) {
+        throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is " + std::to_string(total) + " but the " +
+                                        std::to_string(count) + " shards hold " + std::to_string(seen) + " tensors");
+    }
+    set.tensor_count_ = seen;
+    return set;
+}
+
+std::string SplitSet::merged_name() const { return base_name(prefix_) + std::string(kSuffix); }
+
+VirtualLayout plan_merge(const SplitSet& set) {
+    const Header& h0 = set.shards().front().header;
+    std::vector<KeyValue> kvs;
+    kvs.reserve(h0.kvs.size());
+    for (const auto& kv : h0.kvs) {
+        if (kv.key != kKeySplitCount) kvs.push_back(kv);
+    }
+    kvs.push_back(KeyValue{std::string(kKeySplitCount), Value::u16(0)});
+
+    std::vector<PlacedTensor> tensors;
+    tensors.reserve(set.tensor_count());
+    for (uint32_t i = 0; i < set.shards().size(); ++i) {
+        const Header& h = set.shards()[i].header;
+        for (const auto& ti : h.tensors) {
+            tensors.push_back(PlacedTensor{ti, i, h.data_offset + ti.offset});
+        }
+    }
+    return plan_gguf_file(kvs, tensors, h0.alignment);
+}
+
+std::vector<SetScan> scan_directory(const std::string& dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) {
+        int e = errno;
+        throw Error(Code::Io, dir + ": cannot list directory: " + std::strerror(e), e);
+    }
+    // (prefix, count) -> whether the first shard is present
+    std::map<std::pair<std::string, uint32_t>, bool> groups;
+    while (dirent* ent = ::readdir(d)) {
+        std::string n = ent->d_name;
+        auto sn = parse_shard_name(n);
+        if (!sn) continue;
+        bool& has_first = groups[{sn->prefix, sn->count}];
+        has_first = has_first || sn->index == 1;
+    }
+    ::closedir(d);
+
+    std::string base = dir;
+    if (!base.empty() && base.back() != '/') base += '/';
+    std::vector<SetScan> out;
+    for (const auto& [key, has_first] : groups) {
+        SetScan scan;
+        scan.name = key.first + std::string(kSuffix);
+        scan.first_shard = shard_path(base + key.first, 1, key.second);
+        if (!has_first) {
+            scan.error = scan.first_shard + ": missing shard 1 of " + std::to_string(key.second);
+        } else {
+            try {
+                scan.set = SplitSet::open(scan.first_shard);
+            } catch (const Error& e) {
+                scan.error = e.what();
+            }
+        }
+        out.push_back(std::move(scan));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const SetScan& a, const SetScan& b) { return a.name < b.name; });
+    return out;
+}
+
+}  // namespace gguf

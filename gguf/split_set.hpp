@@ -1,0 +1,94 @@
+// Split sets as written by llama.cpp's gguf-split: discovery, validation and the merged plan.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gguf/header.hpp"
+#include "gguf/layout.hpp"
+
+namespace gguf {
+
+/// The parts of a shard file name "PREFIX-%05d-of-%05d.gguf" (llama.cpp llama_split_path).
+struct ShardName {
+    std::string prefix;  // may contain a directory; never empty
+    uint32_t index = 0;  // 1-based shard number
+    uint32_t count = 0;  // number of shards
+};
+
+/// Parses a shard path. The name must END with "-NNNNN-of-MMMMM.gguf" (at least 5 digits each,
+/// as %05d prints), 1 <= index <= count, with a non-empty prefix. Returns nullopt otherwise.
+/// Example: "dir/qwen-00002-of-00003.gguf" -> {"dir/qwen", 2, 3}.
+std::optional<ShardName> parse_shard_name(const std::string& path);
+
+/// Formats "PREFIX-%05d-of-%05d.gguf" for a 1-based `index`.
+std::string shard_path(const std::string& prefix, uint32_t index, uint32_t count);
+
+/// One validated shard of a set.
+struct Shard {
+    std::string path;
+    Header header;
+    struct stat st {};  // stat of the shard when it was read (size, mtime, inode)
+};
+
+/// A complete, validated split set.
+///
+/// Rules checked (llama.cpp gguf-split, shared/docs/gguf-facts.md, and what the reference misses):
+///  - the first shard's name matches PREFIX-00001-of-NNNNN.gguf with NNNNN == its split.count;
+///  - split.count is present, a u16 and >= 1 in every shard and equal to N; split.no is a u16
+///    equal to the shard's 0-based position; split.tensors.count is an i32, equal in every shard
+///    and equal to the real number of tensors over all shards;
+///  - every shard parses as a strict GGUF header with all tensor data inside the file;
+///  - tensor names are unique across shards.
+class SplitSet {
+public:
+    /// Opens and validates the set whose first shard is `first_shard_path`.
+    /// Throws gguf::Error whose one-line message names the offending file and key.
+    static SplitSet open(const std::string& first_shard_path);
+
+    /// Like open() but accepts any shard of the set (the first is derived from its name).
+    static SplitSet open_any(const std::string& shard_path);
+
+    /// "dir/qwen" for dir/qwen-00001-of-00003.gguf.
+    const std::string& prefix() const { return prefix_; }
+    /// The merged file's name: base name of the prefix + ".gguf" ("qwen.gguf").
+    std::string merged_name() const;
+    const std::vector<Shard>& shards() const { return shards_; }
+    uint64_t tensor_count() const { return tensor_count_; }
+
+private:
+    std::string prefix_;
+    std::vector<Shard> shards_;
+    uint64_t tensor_count_ = 0;
+};
+
+/// The merged file of a split set, exactly as `gguf-split --merge` writes it:
+///  - GGUF v3; the KV pairs of shard 1 in order, except split.count, which is rewritten to
+///    u16 0 and so moves to the end of the list (the reference "sets" it, which removes and
+///    re-appends the key); split.no and split.tensors.count stay;
+///  - tensor infos of shard 1, then shard 2, ..., each in file order, offsets re-packed;
+///  - each tensor's bytes from its shard, zero padded.
+/// Alignment: shard 1's general.alignment, or 32 (the reference always uses 32; for 32 the
+/// result is byte-identical, for other values ours is the one a strict reader accepts).
+/// Extent sources are shard indices (0-based) into set.shards().
+VirtualLayout plan_merge(const SplitSet& set);
+
+/// The outcome of looking at one candidate set in a directory.
+struct SetScan {
+    std::string name;                  // merged file name, e.g. "qwen.gguf"
+    std::string first_shard;           // path of the (expected) first shard
+    std::optional<SplitSet> set;       // present when valid
+    std::string error;                 // one-line reason when not valid
+};
+
+/// Finds every split set in directory `dir` (not recursive): each distinct prefix among the
+/// names matching the shard pattern is one candidate, validated with SplitSet::open. Candidates
+/// whose first shard is absent are reported with an error naming it. Sorted by name.
+/// Throws gguf::Error(Io) when `dir` cannot be listed.
+std::vector<SetScan> scan_directory(const std::string& dir);
+
+}  // namespace gguf

@@ -1,0 +1,69 @@
+// Helpers shared by the unit, CLI and mount tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gguf_test {
+
+/// Absolute path of a file under tests/fixtures ("kvzoo/t7/kvzoo-00001-of-00007.gguf").
+std::string fixture(const std::string& relative);
+
+/// The whole content of a file; fails the current test (and returns "") if unreadable.
+std::string read_file(const std::string& path);
+
+/// Writes `bytes` to `path`, replacing it.
+void write_file(const std::string& path, const std::string& bytes);
+
+/// Lowercase hex sha256 of `bytes` (OpenSSL EVP).
+std::string sha256_hex(const std::string& bytes);
+
+/// Lowercase hex sha256 of a file's content, streamed in 1 MiB chunks.
+std::string sha256_file(const std::string& path);
+
+/// A fresh directory under $TMPDIR (or /tmp), removed recursively on destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+    std::string path_;
+};
+
+/// Copies a file (used to make writable variants of fixtures).
+void copy_file(const std::string& from, const std::string& to);
+
+/// One merge case of tests/fixtures/MANIFEST.json.
+struct ManifestCase {
+    std::string id;                    // "kvzoo/t7"
+    std::string original;              // fixture-relative path of the unsplit input
+    std::string split_options;         // "--split-max-tensors 7 --no-tensor-first-split"
+    std::vector<std::string> shards;   // fixture-relative shard paths, in order
+    std::vector<std::string> shard_sha256;
+    std::string merged_sha256;
+    uint64_t merged_size = 0;
+};
+
+/// Every case of tests/fixtures/MANIFEST.json, in file order.
+std::vector<ManifestCase> manifest_cases();
+
+/// Result of running a command.
+struct RunResult {
+    int exit_code = -1;   // exit status, or 128+signal
+    std::string out;      // stdout
+    std::string err;      // stderr
+};
+
+/// Runs `argv` (argv[0] is a path) with stdin from /dev/null, capturing stdout and stderr.
+RunResult run(const std::vector<std::string>& argv);
+
+/// Path of the gguf-mount binary under test.
+std::string gguf_mount_binary();
+
+}  // namespace gguf_test
