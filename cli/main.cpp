@@ -1,3 +1,50 @@
-// Placeholder entry point; replaced by the real subcommand dispatcher.
+// gguf-mount entry point: dispatches to a subcommand. Invoked as mount.gguf-mount or
+// mount.fuse.gguf-mount (by mount(8)), it behaves as `gguf-mount mount`.
 #include <cstdio>
-int main() { std::puts("gguf-mount " GGUF_MOUNT_VERSION); return 0; }
+#include <cstring>
+#include <string>
+
+#include "cli/commands.hpp"
+
+namespace {
+
+void print_usage() {
+    std::printf(
+        "gguf-mount %s: serve split GGUF models as merged files, or split and merge them offline\n"
+        "\n"
+        "usage:\n"
+        "  gguf-mount SOURCE MOUNTPOINT [options]     mount merged views of the split sets in SOURCE\n"
+        "  gguf-mount split [options] GGUF_IN PREFIX  split a model like llama.cpp's gguf-split\n"
+        "  gguf-mount merge [options] SHARD1 GGUF_OUT merge a split set like gguf-split --merge\n"
+        "\n"
+        "Run 'gguf-mount COMMAND --help' for the options of a command.\n",
+        GGUF_MOUNT_VERSION);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace gguf_mount::cli;
+    std::string self = argc > 0 ? argv[0] : "gguf-mount";
+    std::string base = self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1);
+    if (base.rfind("mount.", 0) == 0) return run_mount(argc, argv);
+
+    if (argc < 2) {
+        print_usage();
+        return 2;
+    }
+    std::string cmd = argv[1];
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+        print_usage();
+        return 0;
+    }
+    if (cmd == "-V" || cmd == "--version") {
+        std::printf("gguf-mount %s\n", GGUF_MOUNT_VERSION);
+        return 0;
+    }
+    // Subcommands see argv shifted by one, so their argv[0] is "gguf-mount split" etc.
+    if (cmd == "split") return run_split(argc - 1, argv + 1);
+    if (cmd == "merge") return run_merge(argc - 1, argv + 1);
+    if (cmd == "mount") return run_mount(argc - 1, argv + 1);
+    return run_mount(argc, argv);
+}

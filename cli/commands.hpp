@@ -1,0 +1,14 @@
+// Subcommands of the gguf-mount executable. Each parses its own options with cxxopts and
+// returns the process exit status: 0 success, 1 operation failed, 2 usage error.
+#pragma once
+
+namespace gguf_mount::cli {
+
+/// `gguf-mount [mount] SOURCE MOUNTPOINT [-f] [-d] [-o opt,...]` (cli/cmd_mount.cpp).
+int run_mount(int argc, char** argv);
+/// `gguf-mount split [options] GGUF_IN OUT_PREFIX` (cli/cmd_split.cpp).
+int run_split(int argc, char** argv);
+/// `gguf-mount merge [options] FIRST_SHARD GGUF_OUT` (cli/cmd_merge.cpp).
+int run_merge(int argc, char** argv);
+
+}  // namespace gguf_mount::cli

@@ -1,0 +1,14 @@
+// Logging setup shared by every subcommand (spdlog).
+#pragma once
+
+#include <string>
+
+namespace gguf_mount::cli {
+
+/// Installs the default spdlog logger: colored stderr in the foreground, or syslog (ident
+/// "gguf-mount", facility daemon) when `to_syslog` is true (a daemonized mount).
+/// `level` is an spdlog level name ("trace", "debug", "info", "warn", "error", "off").
+/// Throws std::invalid_argument for an unknown level name.
+void setup_logging(const std::string& level, bool to_syslog);
+
+}  // namespace gguf_mount::cli
