@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One command from a fresh clone: install dependencies, build, mount the bundled sample shards
+# (tests/fixtures/kvzoo/t7, made with llama.cpp's gguf-split), read the merged file and check it
+# against the sha256 of `gguf-split --merge`, then unmount.
+# Usage: scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh >/dev/null
+
+src=tests/fixtures/kvzoo/t7
+expected=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f
+mnt=$(mktemp -d /tmp/gguf-mount-demo.XXXXXX)
+cleanup() {
+  if grep -qs " $mnt " /proc/mounts; then fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"; fi
+  rmdir "$mnt" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+echo "== source: $src"
+ls -l "$src"
+echo "== gguf-mount $src $mnt"
+build/gguf-mount "$src" "$mnt"
+echo "== ls -l $mnt"
+ls -l "$mnt"
+echo "== sha256sum $mnt/kvzoo.gguf"
+actual=$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)
+echo "$actual"
+if [ "$actual" = "$expected" ]; then
+  echo "OK: the mounted kvzoo.gguf is byte-identical to llama.cpp's gguf-split --merge output"
+else
+  echo "MISMATCH: expected $expected" >&2
+  exit 1
+fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything gguf-mount needs to build and test, from Debian's archive.
+# Usage: scripts/install-deps.sh            (as root, or with sudo available)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libfuse3-dev fuse3
+  libcxxopts-dev libspdlog-dev libfmt-dev
+  libgtest-dev nlohmann-json3-dev libssl-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all build and test dependencies are present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
