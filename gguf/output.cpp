@@ -1,0 +1,339 @@
+#include "gguf/output.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gguf/error.hpp"
+
+namespace gguf {
+
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+[[noreturn]] void throw_io(const std::string& what, int e) { throw Error(Code::Io, what + ": " + errno_text(e), e); }
+
+/// pwrite all of `len` bytes at `offset`, retrying on EINTR and short writes. Returns 0 or errno.
+int pwrite_all(int fd, const char* src, uint64_t len, uint64_t offset) {
+    while (len > 0) {
+        ssize_t n = ::pwrite(fd, src, static_cast<size_t>(len), static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return EIO;
+        src += n;
+        len -= static_cast<uint64_t>(n);
+        offset += static_cast<uint64_t>(n);
+    }
+    return 0;
+}
+
+mode_t current_umask() {
+    // umask(2) can only be read by setting it; the CLI is single-threaded when it creates outputs.
+    mode_t m = ::umask(022);
+    ::umask(m);
+    return m;
+}
+
+/// The copy engine for one write: remembers which method works and owns the fallback buffer.
+class Copier {
+public:
+    Copier(const VirtualFile& vf, OutputFile& out, const WriteOptions& o, WriteStats& stats)
+        : vf_(vf), out_(out), opt_(o), stats_(stats), kernel_(!o.force_buffered), holes_(o.preserve_holes) {}
+
+    void run() {
+        const VirtualLayout& layout = vf_.layout();
+        for (const Extent& e : layout.extents()) {
+            check_cancel();
+            switch (e.kind) {
+                case Extent::Kind::Header:
+                    write_memory(layout.header().data() + e.source_offset, e.length, e.start);
+                    stats_.header_bytes += e.length;
+                    report(e.length);
+                    break;
+                case Extent::Kind::Zeros:
+                    write_zeros(e.length, e.start);
+                    break;
+                case Extent::Kind::Source:
+                    copy_source(e);
+                    break;
+            }
+        }
+        const int fd = out_.fd();
+        if (::ftruncate(fd, static_cast<off_t>(vf_.size())) != 0) {
+            throw_io(out_.final_path() + ": cannot set the file size", errno);
+        }
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) throw_io(out_.final_path() + ": cannot stat the written file", errno);
+        if (static_cast<uint64_t>(st.st_size) != vf_.size()) {
+            throw Error(Code::Io, out_.final_path() + ": wrote " + std::to_string(st.st_size) + " bytes, expected " +
+                                      std::to_string(vf_.size()));
+        }
+    }
+
+private:
+    void check_cancel() const {
+        if (opt_.cancel && *opt_.cancel) {
+            throw Error(Code::Io, out_.final_path() + ": interrupted", EINTR);
+        }
+    }
+
+    void report(uint64_t n) const {
+        if (opt_.progress && n > 0) opt_.progress(n);
+    }
+
+    void write_memory(const char* src, uint64_t len, uint64_t at) {
+        if (int e = pwrite_all(out_.fd(), src, len, at)) {
+            throw_io(out_.final_path() + ": write failed at offset " + std::to_string(at), e);
+        }
+    }
+
+    void write_zeros(uint64_t len, uint64_t at) {
+        static const char zeros[64 * 1024] = {};
+        while (len > 0) {
+            uint64_t n = std::min<uint64_t>(len, sizeof zeros);
+            write_memory(zeros, n, at);
+            stats_.zero_bytes += n;
+            report(n);
+            len -= n;
+            at += n;
+        }
+    }
+
+    [[noreturn]] void truncated(const SourceFile& src, uint64_t at) const {
+        struct stat st {};
+        std::string size = ::fstat(src.fd.get(), &st) == 0 ? std::to_string(st.st_size) : std::string("?");
+        throw Error(Code::Truncated, src.path + ": file ends before offset " + std::to_string(at) + " (it has " + size +
+                                         " bytes; truncated or changed while being copied)");
+    }
+
+    uint64_t source_size(const SourceFile& src) const {
+        struct stat st {};
+        if (::fstat(src.fd.get(), &st) != 0) throw_io(src.path + ": cannot stat", errno);
+        return static_cast<uint64_t>(st.st_size);
+    }
+
+    /// Copies Source extent `e`, skipping holes of the source when enabled.
+    void copy_source(const Extent& e) {
+        const SourceFile& src = vf_.sources().at(e.source);
+        const int in = src.fd.get();
+        uint64_t pos = e.source_offset;
+        const uint64_t end = e.source_offset + e.length;
+        const uint64_t out_base = e.start - e.source_offset;  // out offset = pos + out_base (mod 2^64)
+        while (pos < end) {
+            check_cancel();
+            uint64_t data_end = end;
+            if (holes_) {
+                off_t d = ::lseek(in, static_cast<off_t>(pos), SEEK_DATA);
+                if (d < 0 && errno == ENXIO) {
+                    // No data at or after pos: either a hole to the end of the file or past EOF.
+                    if (source_size(src) < end) truncated(src, end);
+                    d = static_cast<off_t>(end);
+                } else if (d < 0) {
+                    holes_ = false;  // file system without SEEK_DATA: copy everything
+                    continue;
+                }
+                uint64_t data = std::min<uint64_t>(static_cast<uint64_t>(d), end);
+                if (data > pos) {
+                    stats_.hole_bytes += data - pos;
+                    report(data - pos);
+                    pos = data;
+                    continue;
+                }
+                off_t h = ::lseek(in, static_cast<off_t>(pos), SEEK_HOLE);
+                if (h < 0) {
+                    holes_ = false;
+                    continue;
+                }
+                data_end = std::min<uint64_t>(static_cast<uint64_t>(h), end);
+                if (data_end <= pos) data_end = end;  // defensive: never stall
+            }
+            copy_data(src, pos, data_end - pos, pos + out_base);
+            pos = data_end;
+        }
+    }
+
+    /// Copies `len` bytes of data from `src` at `in_off` to the output at `out_off`.
+    void copy_data(const SourceFile& src, uint64_t in_off, uint64_t len, uint64_t out_off) {
+        const int in = src.fd.get();
+        const int out = out_.fd();
+        while (len > 0) {
+            check_cancel();
+            if (kernel_) {
+                const size_t want = static_cast<size_t>(std::min(len, kCopyChunk));
+                loff_t a = static_cast<loff_t>(in_off);
+                loff_t b = static_cast<loff_t>(out_off);
+                ssize_t n = ::copy_file_range(in, &a, out, &b, want, 0);
+                if (n < 0) {
+                    int e = errno;
+                    if (e == EINTR) continue;
+                    if (e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF ||
+                        e == EPERM) {
+                        kernel_ = false;  // not supported between these files: use the buffer
+                        continue;
+                    }
+                    if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+                        throw_io(out_.final_path() + ": write failed at offset " + std::to_string(out_off), e);
+                    }
+                    throw_io(src.path + " -> " + out_.final_path() + ": copy failed at source offset " +
+                                 std::to_string(in_off),
+                             e);
+                }
+                if (n == 0) {
+                    // End of file, or a file system that cannot tell (procfs-like): ask pread.
+                    char probe;
+                    ssize_t p = pread_full(in, &probe, 1, in_off);
+                    if (p == 0) truncated(src, in_off + 1);
+                    kernel_ = false;
+                    continue;
+                }
+                const auto done = static_cast<uint64_t>(n);
+                stats_.kernel_bytes += done;
+                report(done);
+                in_off += done;
+                out_off += done;
+                len -= done;
+            } else {
+                if (!buffer_) buffer_ = std::make_unique<char[]>(kCopyBufferSize);
+                const uint64_t want = std::min(len, kCopyBufferSize);
+                ssize_t n = pread_full(in, buffer_.get(), static_cast<size_t>(want), in_off);
+                if (n < 0) {
+                    throw_io(src.path + ": read failed at offset " + std::to_string(in_off), static_cast<int>(-n));
+                }
+                if (static_cast<uint64_t>(n) < want) truncated(src, in_off + want);
+                write_memory(buffer_.get(), want, out_off);
+                stats_.buffered_bytes += want;
+                report(want);
+                in_off += want;
+                out_off += want;
+                len -= want;
+            }
+        }
+    }
+
+    const VirtualFile& vf_;
+    OutputFile& out_;
+    const WriteOptions& opt_;
+    WriteStats& stats_;
+    bool kernel_;
+    bool holes_;
+    std::unique_ptr<char[]> buffer_;
+};
+
+}  // namespace
+
+OutputFile OutputFile::create(const std::string& final_path) {
+    OutputFile f;
+    f.final_path_ = final_path;
+    std::string dir = dir_name(final_path);
+    std::string base = base_name(final_path);
+    if (base.empty()) throw Error(Code::BadArgument, "'" + final_path + "' names a directory, not a file");
+    if (base.size() > 200) base.resize(200);  // keep ".BASE.tmp-XXXXXX" within NAME_MAX
+    std::string tmpl = (dir == "/" ? std::string() : dir) + "/." + base + ".tmp-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+    }
+    f.fd_ = UniqueFd(fd);
+    f.temp_path_ = buf.data();
+    if (::fchmod(fd, 0666 & ~current_umask()) != 0) {
+        int e = errno;
+        f.discard();
+        throw_io(f.temp_path_ + ": cannot set permissions", e);
+    }
+    return f;
+}
+
+OutputFile::OutputFile(OutputFile&& o) noexcept
+    : final_path_(std::move(o.final_path_)),
+      temp_path_(std::move(o.temp_path_)),
+      fd_(std::move(o.fd_)),
+      published_(o.published_) {
+    o.temp_path_.clear();
+    o.published_ = false;
+}
+
+OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
+    if (this != &o) {
+        discard();
+        final_path_ = std::move(o.final_path_);
+        temp_path_ = std::move(o.temp_path_);
+        fd_ = std::move(o.fd_);
+        published_ = o.published_;
+        o.temp_path_.clear();
+        o.published_ = false;
+    }
+    return *this;
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+void OutputFile::discard() noexcept {
+    fd_ = UniqueFd();
+    if (!published_ && !temp_path_.empty()) {
+        ::unlink(temp_path_.c_str());
+        temp_path_.clear();
+    }
+}
+
+void OutputFile::commit() {
+    if (!fd_) return;
+    if (::fsync(fd_.get()) != 0) throw_io(final_path_ + ": fsync failed", errno);
+    int fd = fd_.release();
+    if (::close(fd) != 0 && errno != EINTR) throw_io(final_path_ + ": close failed", errno);
+}
+
+void OutputFile::publish(bool sync_dir) {
+    if (published_) return;
+    if (fd_) commit();
+    int rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+        // File system without RENAME_NOREPLACE: link() refuses an existing target as well.
+        rc = ::link(temp_path_.c_str(), final_path_.c_str());
+        if (rc == 0) ::unlink(temp_path_.c_str());
+    }
+    if (rc != 0) {
+        int e = errno;
+        if (e == EEXIST) throw Error(Code::Exists, "output file " + final_path_ + " already exists");
+        throw_io(final_path_ + ": cannot move " + base_name(temp_path_) + " into place", e);
+    }
+    published_ = true;
+    temp_path_.clear();
+    if (sync_dir) sync_directory(dir_name(final_path_));
+}
+
+WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const WriteOptions& options) {
+    WriteStats stats;
+    if (out.fd() < 0) throw Error(Code::BadArgument, out.final_path() + ": output is not open for writing");
+    Copier(vf, out, options, stats).run();
+    return stats;
+}
+
+void ensure_absent(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) throw Error(Code::Exists, "output file " + path + " already exists");
+    int e = errno;
+    if (e != ENOENT) throw_io(path + ": cannot check whether it exists", e);
+}
+
+void sync_directory(const std::string& dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw_io(dir + ": cannot open directory to sync it", errno);
+    UniqueFd guard(fd);
+    if (::fsync(fd) != 0 && errno != EINVAL) throw_io(dir + ": fsync of the directory failed", errno);
+}
+
+}  // namespace gguf

@@ -1,0 +1,126 @@
+// Writing a virtual file (a planned merge or split shard) to disk, safely and without holding
+// tensor data in memory. Used by `gguf-mount split` and `gguf-mount merge`; no FUSE.
+//
+// Safety protocol (what a crash, a signal or an error can leave behind):
+//  1. the bytes go to a temporary file ".NAME.tmp-XXXXXX" created with mkstemp (O_EXCL) in the
+//     directory of the final path NAME, so the final rename never crosses file systems;
+//  2. after the last byte the file size is checked against the plan and the file is fsynced;
+//  3. publish() renames it to NAME WITHOUT replacing anything (renameat2 RENAME_NOREPLACE, or
+//     link()+unlink() where the file system lacks that flag) and fsyncs the directory;
+//  4. an OutputFile that was not published removes its temporary file when destroyed (errors,
+//     exceptions, and a cancellation requested through WriteOptions::cancel, e.g. by a
+//     SIGINT/SIGTERM handler). A kill -9 can leave only a dot-named temporary file, never a
+//     complete-looking file under the final name.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "gguf/virtual_file.hpp"
+
+namespace gguf {
+
+/// A file being written under a temporary name next to its final path. Move-only.
+class OutputFile {
+public:
+    /// Creates the temporary file ".BASENAME.tmp-XXXXXX" (mode 0666 & ~umask) in the directory
+    /// of `final_path`. Does not check whether `final_path` exists (see ensure_absent and
+    /// publish). Throws gguf::Error(Code::Io) naming the directory when it cannot be created
+    /// (missing directory, no permission, read-only file system, ...).
+    static OutputFile create(const std::string& final_path);
+
+    OutputFile(OutputFile&& o) noexcept;
+    OutputFile& operator=(OutputFile&& o) noexcept;
+    OutputFile(const OutputFile&) = delete;
+    OutputFile& operator=(const OutputFile&) = delete;
+    /// Removes the temporary file unless publish() succeeded. Never throws.
+    ~OutputFile();
+
+    /// Descriptor of the temporary file (read-write), or -1 after commit().
+    int fd() const noexcept { return fd_.get(); }
+    const std::string& final_path() const noexcept { return final_path_; }
+    const std::string& temp_path() const noexcept { return temp_path_; }
+    bool published() const noexcept { return published_; }
+
+    /// fsyncs the file's data and metadata and closes the descriptor.
+    /// Throws gguf::Error(Code::Io) naming the final path.
+    void commit();
+
+    /// Moves the committed temporary file to final_path() without overwriting an existing file:
+    /// renameat2(RENAME_NOREPLACE), falling back to link()+unlink() when the file system does
+    /// not support the flag. Then fsyncs the directory unless `sync_dir` is false (callers that
+    /// publish many files in one directory sync it once with sync_directory()).
+    /// Throws gguf::Error(Code::Exists) "output file X already exists" when final_path() exists,
+    /// Code::Io for other failures; the temporary file is kept for the destructor to remove.
+    void publish(bool sync_dir = true);
+
+    /// Removes the temporary file now (no-op once published). Never throws.
+    void discard() noexcept;
+
+private:
+    OutputFile() = default;
+    std::string final_path_;
+    std::string temp_path_;
+    UniqueFd fd_;
+    bool published_ = false;
+};
+
+/// Called after each chunk with the number of bytes just produced (written, or skipped as a
+/// hole). The sum over a write equals the virtual file's size.
+using ProgressFn = std::function<void(uint64_t bytes)>;
+
+/// How write_virtual_file copies.
+struct WriteOptions {
+    /// Polled between chunks (at most kCopyChunk bytes apart) and after interrupted system
+    /// calls; once it reads non-zero the write stops with gguf::Error(Code::Io, ..., EINTR).
+    /// Point it at a flag set by a signal handler.
+    const volatile std::sig_atomic_t* cancel = nullptr;
+    /// Keep holes of sparse sources as holes (found with lseek SEEK_DATA/SEEK_HOLE) instead of
+    /// writing zeros; the final size is always set and verified. Like cp --sparse=auto.
+    bool preserve_holes = true;
+    /// Never use copy_file_range; copy through the fixed buffer with pread/pwrite.
+    bool force_buffered = false;
+    /// Optional progress callback.
+    ProgressFn progress;
+};
+
+/// Bytes per copy_file_range call (the kernel copies; nothing is buffered in user space).
+inline constexpr uint64_t kCopyChunk = uint64_t{64} << 20;
+/// Size of the one reused buffer of the pread/pwrite fallback.
+inline constexpr uint64_t kCopyBufferSize = uint64_t{8} << 20;
+
+/// What a write did, in bytes. kernel_bytes + buffered_bytes + hole_bytes is the sum of the
+/// Source extents; header_bytes and zero_bytes were written from memory.
+struct WriteStats {
+    uint64_t header_bytes = 0;
+    uint64_t zero_bytes = 0;
+    uint64_t kernel_bytes = 0;    // copied with copy_file_range
+    uint64_t buffered_bytes = 0;  // copied with pread/pwrite
+    uint64_t hole_bytes = 0;      // source holes left as holes
+};
+
+/// Writes every byte of `vf` (vf.size() bytes, extent by extent in offset order) to the
+/// temporary file of `out`, starting at offset 0:
+///  - Header extents from memory, Zeros extents from a small static zero buffer;
+///  - Source extents with copy_file_range(2) in chunks of kCopyChunk, looping on partial
+///    copies; on EXDEV, EINVAL, ENOSYS, EOPNOTSUPP (or a copy_file_range that reports end of
+///    file while the source still has data) it switches for the rest of the write to
+///    pread/pwrite through one kCopyBufferSize buffer. Peak memory does not depend on the size
+///    of any tensor.
+/// Then it sets and checks the final size (fstat == vf.size()). Does not fsync: call
+/// out.commit(). Throws gguf::Error: Code::Truncated naming the source when a source file ends
+/// before an extent it must supply (a shard truncated or shrunk after validation), Code::Io
+/// naming the file for read/write errors (ENOSPC, EIO, ...) and for cancellation (errno EINTR).
+WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const WriteOptions& options = {});
+
+/// Throws gguf::Error(Code::Exists, "output file PATH already exists") when anything exists at
+/// `path` (lstat, so a dangling symlink counts too); Code::Io when it cannot be checked.
+void ensure_absent(const std::string& path);
+
+/// fsyncs directory `dir` so that renames and unlinks in it are durable.
+/// Throws gguf::Error(Code::Io) naming the directory.
+void sync_directory(const std::string& dir);
+
+}  // namespace gguf
