@@ -1,8 +1,10 @@
 #include "gguf/split_plan.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
+#include <string_view>
 
 #include "gguf/error.hpp"
 
@@ -115,6 +117,70 @@ std::vector<ShardPlan> plan_split(const Header& input, const SplitOptions& optio
         plan.layout = plan_gguf_file(plan.kvs, plan.tensors, input.alignment);
     }
     return shards;
+}
+
+namespace {
+
+/// Parses the decimal digits of `digits`; false when empty, not all digits, or above `max`.
+bool parse_digits(std::string_view digits, uint64_t max, uint64_t* out) {
+    uint64_t v = 0;
+    for (char ch : digits) {
+        if (ch < '0' || ch > '9') return false;
+        auto d = static_cast<uint64_t>(ch - '0');
+        if (v > (max - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return !digits.empty();
+}
+
+bool all_digits(std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+uint64_t parse_split_max_size(const std::string& value) {
+    const std::string q = "--split-max-size '" + value + "': ";
+    if (value.empty()) throw Error(Code::BadArgument, q + "expected a whole number followed by M or G, e.g. 2G");
+    const char unit = value.back();
+    std::string_view number(value.data(), value.size() - 1);
+    if (unit != 'M' && unit != 'G') {
+        if (all_digits(value)) {
+            throw Error(Code::BadArgument, q + "missing unit: give M (10^6 bytes) or G (10^9 bytes), e.g. " + value + "M");
+        }
+        throw Error(Code::BadArgument, q + "unknown unit '" + std::string(1, unit) +
+                                           "': supported units are M (10^6 bytes) and G (10^9 bytes)");
+    }
+    if (number.find_first_of(".,") != std::string_view::npos && !number.empty()) {
+        throw Error(Code::BadArgument, q + "fractions are not accepted (llama.cpp's gguf-split would silently "
+                                           "truncate them); give a whole number, e.g. 1500M for 1.5G");
+    }
+    if (!number.empty() && (number[0] == '-' || number[0] == '+')) {
+        throw Error(Code::BadArgument, q + "the size must be a positive whole number without a sign");
+    }
+    if (!all_digits(number)) {
+        throw Error(Code::BadArgument, q + "expected a whole number followed by M or G, e.g. 2G");
+    }
+    const uint64_t scale = unit == 'M' ? 1000000ULL : 1000000000ULL;
+    uint64_t n = 0;
+    if (!parse_digits(number, (uint64_t{1} << 63) / scale, &n)) {
+        throw Error(Code::BadArgument, q + "the size is too large");
+    }
+    if (n == 0) throw Error(Code::BadArgument, q + "the size must be positive");
+    return n * scale;
+}
+
+uint64_t parse_split_max_tensors(const std::string& value) {
+    const std::string q = "--split-max-tensors '" + value + "': ";
+    if (!value.empty() && value[0] == '-') throw Error(Code::BadArgument, q + "must be a positive whole number");
+    if (!all_digits(value)) throw Error(Code::BadArgument, q + "not a whole number");
+    uint64_t n = 0;
+    if (!parse_digits(value, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()), &n)) {
+        throw Error(Code::BadArgument, q + "too large (at most 2147483647)");
+    }
+    if (n == 0) throw Error(Code::BadArgument, q + "must be at least 1");
+    return n;
 }
 
 std::string split_summary(const std::vector<ShardPlan>& shards) {

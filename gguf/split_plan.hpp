@@ -78,6 +78,19 @@ inline constexpr uint64_t kMaxShards = 65535;
 ///    such input silently; we refuse.
 std::vector<ShardPlan> plan_split(const Header& input, const SplitOptions& options);
 
+/// Parses a --split-max-size value: a whole number followed by M (10^6 bytes) or G (10^9 bytes),
+/// as gguf-split accepts it ("500M", "2G"). Returns bytes.
+/// The reference reads the number with sscanf("%d") and so takes "1.5G" as 1G and "0x10G" as 0G;
+/// we reject instead of guessing. Throws gguf::Error(Code::BadArgument) with a one-line message
+/// quoting the value for: an empty value, a missing or unknown unit (anything but M or G), a
+/// fraction ("1.5G"), a sign, non-digits, zero, or a value above 2^63 bytes.
+uint64_t parse_split_max_size(const std::string& value);
+
+/// Parses a --split-max-tensors value: a whole number 1..2^31-1 (the reference stores it in an
+/// int). Throws gguf::Error(Code::BadArgument) quoting the value for anything else ("abc", "0",
+/// "-3", "1.5", "" — the reference divides by zero on 0 and on non-numbers).
+uint64_t parse_split_max_tensors(const std::string& value);
+
 /// The plan summary that gguf-split prints (and that `--dry-run` prints on stdout):
 ///   "n_split: N\n" then per shard "split %05d: n_tensors = T, total_size = SM\n"
 /// with the 1-based shard number and S = (rendered header size including the padding to the

@@ -1,0 +1,44 @@
+// Helpers shared by the offline subcommands `split` and `merge`: cancellation on signals,
+// error reporting, and the test checkpoints used by the crash-safety tests.
+#pragma once
+
+#include <csignal>
+#include <string>
+
+#include "gguf/output.hpp"
+
+namespace gguf_mount::cli {
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that only record the signal (without
+/// SA_RESTART, so blocking copies return early). The copy loop polls cancel_flag() and unwinds,
+/// which removes every temporary file; the command then calls exit_for_signal().
+void install_cancel_handlers();
+
+/// The flag set by those handlers; pass it as gguf::WriteOptions::cancel.
+const volatile std::sig_atomic_t* cancel_flag();
+
+/// True once a handled signal arrived.
+bool cancelled();
+
+/// Restores the default action of the received signal and raises it again, so the parent sees
+/// "killed by SIGINT" (shell status 130) as with any well-behaved tool. Returns 1 if no signal
+/// was received (callers return that as their exit status).
+int exit_for_signal();
+
+/// Test hook for the crash-safety tests: when the environment variable
+/// GGUF_MOUNT_TEST_STOP_AT equals `name`, prints "gguf-mount: checkpoint NAME" on stderr and
+/// stops the process with SIGSTOP, so a test can inspect the files and kill -9 it at exactly
+/// this point. No effect otherwise.
+void checkpoint(const char* name);
+
+/// Write options from the environment (diagnostics and tests): GGUF_MOUNT_COPY is a comma list
+/// of "buffered" (never use copy_file_range) and "dense" (write zeros for source holes).
+gguf::WriteOptions write_options_from_env();
+
+/// Prints "gguf-mount: <message>" on stderr (one line).
+void print_error(const std::string& message);
+
+/// Prints "gguf-mount COMMAND: <message>; see 'gguf-mount COMMAND --help'" and returns 2.
+int usage_error(const std::string& command, const std::string& message);
+
+}  // namespace gguf_mount::cli
