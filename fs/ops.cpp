@@ -1,0 +1,325 @@
+// libfuse low-level handlers: a thin translation from FUSE requests to Filesystem and
+// VirtualFile calls. No GGUF logic lives here.
+//
+// Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
+//  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
+//  - reads pread into a per-thread buffer allocated once and reply with fuse_reply_buf: never
+//    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
+//    (measured 0.15 GiB/s);
+//  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
+//    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts are kCacheTimeoutSeconds.
+#include "fs/ops.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace gguf_mount::fs {
+
+namespace {
+
+Context& ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+/// The read buffer of the calling worker thread: kMaxRead bytes allocated (and touched) on the
+/// thread's first read, reused for every later read. Grows only if the kernel ever sends a
+/// request larger than kMaxRead, which max_read forbids.
+char* thread_read_buffer(size_t len) {
+    thread_local std::unique_ptr<char[]> buf;
+    thread_local size_t cap = 0;
+    if (len > cap) {
+        size_t want = len > kMaxRead ? len : kMaxRead;
+        buf.reset(new char[want]);
+        std::memset(buf.get(), 0, want);  // fault the pages in once, not on the first requests
+        cap = want;
+    }
+    return buf.get();
+}
+
+/// Logs (rate-limited) one warning naming the shard and the byte range that failed.
+void warn_read_failure(Context& c, const FileNode& node, uint64_t offset, size_t len, ssize_t err,
+                       uint32_t failed_source) {
+    uint64_t suppressed = 0;
+    if (!c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) return;
+
+    const gguf::VirtualFile& vf = *node.file;
+    std::string shard = failed_source < vf.sources().size() ? vf.sources()[failed_source].path : "?";
+    // Locate the failing piece in the shard (no I/O: walk the extent table).
+    uint64_t shard_offset = 0, shard_len = 0;
+    bool found = false;
+    vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
+        if (found || p.extent->kind != gguf::Extent::Kind::Source || p.extent->source != failed_source) return;
+        found = true;
+        shard_offset = p.extent->source_offset + p.skip;
+        shard_len = p.length;
+    });
+    std::string why = std::strerror(static_cast<int>(-err));
+    if (failed_source < vf.sources().size()) {
+        const gguf::SourceFile& src = vf.sources()[failed_source];
+        struct stat now {};
+        if (::fstat(src.fd.get(), &now) == 0 && now.st_size < src.st.st_size) {
+            why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
+                  std::to_string(src.st.st_size) + " when mounted";
+        }
+    }
+    std::string tail = suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "";
+    spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}", shard,
+                 shard_len, shard_offset, why, node.name, offset, tail);
+}
+
+void reply_entry(fuse_req_t req, const FileNode& node) {
+    fuse_entry_param e{};
+    e.ino = node.ino;
+    e.generation = 1;
+    e.attr = node.attr;
+    e.attr_timeout = kCacheTimeoutSeconds;
+    e.entry_timeout = kCacheTimeoutSeconds;
+    fuse_reply_entry(req, &e);
+}
+
+// ---- handlers -----------------------------------------------------------------------------
+
+void op_init(void* userdata, fuse_conn_info* conn) noexcept {
+    (void)userdata;
+    // Must equal the -o max_read= given to fuse_session_new (libfuse 3.14 do_init checks).
+    conn->max_read = static_cast<unsigned>(kMaxRead);
+    // max_readahead: libfuse already set it to what the kernel offered, and the kernel only
+    // accepts lowering it, so it stays at the maximum. The real window is raised after mount
+    // through /sys/class/bdi (fs/session.cpp).
+    // Replies come from memory (fuse_reply_buf); splice buys nothing here and its fd fallback
+    // is the 0.15 GiB/s trap, so keep every splice capability off.
+    conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+    conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
+    spdlog::debug("FUSE init: protocol {}.{}, max_read {}, max_readahead {}, max_write {}", conn->proto_major,
+                  conn->proto_minor, conn->max_read, conn->max_readahead, conn->max_write);
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
+    try {
+        const Filesystem& fs = *ctx(req).fs;
+        if (parent != kRootInode && fs.file(parent)) {
+            fuse_reply_err(req, ENOTDIR);
+            return;
+        }
+        if (const FileNode* node = fs.lookup(parent, name)) {
+            reply_entry(req, *node);
+            return;
+        }
+        // Negative entry: the kernel caches the absence for the same timeout (the content of
+        // the mount never changes), so repeated probes of missing names cost nothing.
+        fuse_entry_param e{};
+        e.ino = 0;
+        e.entry_timeout = kCacheTimeoutSeconds;
+        fuse_reply_entry(req, &e);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
+    try {
+        struct stat st {};
+        int rc = ctx(req).fs->getattr(ino, &st);
+        if (rc != 0) {
+            fuse_reply_err(req, -rc);
+            return;
+        }
+        fuse_reply_attr(req, &st, kCacheTimeoutSeconds);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
+    try {
+        const Filesystem& fs = *ctx(req).fs;
+        if (ino == kRootInode) {
+            fuse_reply_err(req, EISDIR);
+            return;
+        }
+        if (!fs.file(ino)) {
+            fuse_reply_err(req, ENOENT);
+            return;
+        }
+        if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+            fuse_reply_err(req, EROFS);
+            return;
+        }
+        // O_DIRECT opens are served like any other: the kernel then sends reads straight to
+        // op_read, bypassing the page cache for this descriptor.
+        fi->keep_cache = 1;
+        fi->direct_io = 0;
+        fi->noflush = 1;  // nothing to flush: spare the FLUSH request on every close
+        fuse_reply_open(req, fi);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
+    try {
+        Context& c = ctx(req);
+        const FileNode* node = c.fs->file(ino);
+        if (!node) {
+            fuse_reply_err(req, ino == kRootInode ? EISDIR : EBADF);
+            return;
+        }
+        if (off < 0) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        char* buf = thread_read_buffer(size);
+        uint32_t failed_source = 0;
+        ssize_t n = node->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
+        if (n < 0) {
+            warn_read_failure(c, *node, static_cast<uint64_t>(off), size, n, failed_source);
+            fuse_reply_err(req, EIO);
+            return;
+        }
+        fuse_reply_buf(req, buf, static_cast<size_t>(n));
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_reply_err(req, 0); }
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
+    try {
+        if (ino != kRootInode) {
+            fuse_reply_err(req, ctx(req).fs->file(ino) ? ENOTDIR : ENOENT);
+            return;
+        }
+        // The listing never changes: let the kernel cache it across opendir calls.
+        fi->cache_readdir = 1;
+        fi->keep_cache = 1;
+        fuse_reply_open(req, fi);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
+    try {
+        const Filesystem& fs = *ctx(req).fs;
+        if (ino != kRootInode) {
+            fuse_reply_err(req, ENOTDIR);
+            return;
+        }
+        if (off < 0) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        std::vector<char> buf(size);
+        size_t used = 0;
+        for (size_t i = static_cast<size_t>(off); i < fs.dir_size(); ++i) {
+            DirEntry e = fs.dir_entry(i);
+            struct stat st {};
+            st.st_ino = static_cast<ino_t>(e.ino);
+            st.st_mode = e.type;
+            size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name, &st,
+                                            static_cast<off_t>(i + 1));
+            if (need > size - used) break;  // entry did not fit: the kernel asks again from i
+            used += need;
+        }
+        fuse_reply_buf(req, buf.data(), used);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_reply_err(req, 0); }
+
+void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
+    try {
+        const Filesystem& fs = *ctx(req).fs;
+        struct statvfs sv {};
+        sv.f_bsize = 4096;
+        sv.f_frsize = 4096;
+        sv.f_blocks = static_cast<fsblkcnt_t>((fs.total_bytes() + 4095) / 4096);
+        sv.f_bfree = 0;
+        sv.f_bavail = 0;
+        sv.f_files = static_cast<fsfilcnt_t>(fs.files().size() + 1);
+        sv.f_ffree = 0;
+        sv.f_favail = 0;
+        sv.f_namemax = 255;
+        fuse_reply_statfs(req, &sv);
+    } catch (...) {
+        fuse_reply_err(req, EIO);
+    }
+}
+
+// ---- everything that would modify the file system: read-only ------------------------------
+
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) noexcept { fuse_reply_err(req, EROFS); }
+void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) noexcept { fuse_reply_err(req, EROFS); }
+void op_unlink(fuse_req_t req, fuse_ino_t, const char*) noexcept { fuse_reply_err(req, EROFS); }
+void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) noexcept { fuse_reply_err(req, EROFS); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) noexcept { fuse_reply_err(req, EROFS); }
+void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) noexcept { fuse_reply_err(req, EROFS); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) noexcept { fuse_reply_err(req, EROFS); }
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t, fuse_file_info*,
+                        size_t, int) noexcept {
+    fuse_reply_err(req, EROFS);
+}
+
+fuse_lowlevel_ops make_ops() noexcept {
+    fuse_lowlevel_ops ops{};
+    ops.init = op_init;
+    ops.lookup = op_lookup;
+    ops.getattr = op_getattr;
+    ops.open = op_open;
+    ops.read = op_read;
+    ops.release = op_release;
+    ops.opendir = op_opendir;
+    ops.readdir = op_readdir;
+    ops.releasedir = op_releasedir;
+    ops.statfs = op_statfs;
+    ops.setattr = op_setattr;
+    ops.mknod = op_mknod;
+    ops.mkdir = op_mkdir;
+    ops.unlink = op_unlink;
+    ops.rmdir = op_rmdir;
+    ops.symlink = op_symlink;
+    ops.rename = op_rename;
+    ops.link = op_link;
+    ops.write = op_write;
+    ops.create = op_create;
+    ops.setxattr = op_setxattr;
+    ops.removexattr = op_removexattr;
+    ops.fallocate = op_fallocate;
+    ops.copy_file_range = op_copy_file_range;
+    return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& lowlevel_ops() noexcept {
+    static const fuse_lowlevel_ops ops = make_ops();
+    return ops;
+}
+
+}  // namespace gguf_mount::fs

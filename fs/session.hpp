@@ -1,0 +1,59 @@
+// Running a gguf-mount file system: create the libfuse session, mount, daemonize, serve
+// requests until unmounted or signalled, unmount and clean up.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fs/filesystem.hpp"
+
+namespace gguf_mount::fs {
+
+/// Default FUSE readahead window in KiB written to /sys/class/bdi/<dev>/read_ahead_kb after
+/// mounting. The kernel starts every FUSE mount at 128 KiB, which also caps read requests at
+/// 128 KiB; 1–4 MiB lifted cold sequential reads ≈1.5× (shared/docs/fuse-performance.md).
+inline constexpr unsigned kDefaultReadaheadKb = 4096;
+
+/// How to run the session.
+struct SessionOptions {
+    /// Absolute path of the mount point (the daemon chdirs to / when daemonizing).
+    std::string mountpoint;
+    /// Mount options for fuse_session_new, one option per element ("allow_other",
+    /// "fsname=/models", "subtype=gguf-mount"). run_session always adds "ro",
+    /// "default_permissions" and "max_read=1048576" (kMaxRead, see fs/ops.hpp).
+    std::vector<std::string> mount_options;
+    bool foreground = false;     // false: fuse_daemonize() after mounting
+    bool debug = false;          // libfuse's -d: print every request to stderr (use with foreground)
+    bool single_thread = false;  // fuse_session_loop instead of fuse_session_loop_mt
+    /// FUSE readahead window in KiB to set after mounting; 0 keeps the kernel default.
+    /// Failing to set it (non-root) is logged at info level and is not an error.
+    unsigned readahead_kb = kDefaultReadaheadKb;
+    /// Called right before fuse_daemonize() when !foreground, while stderr still works:
+    /// the place to switch logging to syslog. May be empty.
+    std::function<void()> before_daemonize;
+};
+
+/// Mounts `fs` on opts.mountpoint and serves it until the file system is unmounted
+/// (fusermount3 -u, umount) or SIGINT/SIGTERM/SIGHUP arrives (libfuse's
+/// fuse_set_signal_handlers; then it unmounts itself). Returns the process exit status:
+/// 0 after a clean unmount, 1 when the session cannot be created, mounted or run (each failure
+/// logged as one line naming the mount point). `fs` must outlive the call.
+///
+/// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers,
+/// fuse_session_mount, fuse_daemonize, loop, fuse_session_unmount, fuse_remove_signal_handlers,
+/// fuse_session_destroy. No thread exists before fuse_daemonize; the readahead helper thread and
+/// the worker threads start after it.
+int run_session(const Filesystem& fs, const SessionOptions& opts);
+
+/// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if need be), so a shard opened
+/// later never gets one of them: fuse_daemonize() redirects 0-2 to /dev/null and would
+/// silently replace it (squashfuse ll_main.c does the same). Returns false if /dev/null cannot
+/// be opened.
+bool ensure_standard_fds_open() noexcept;
+
+/// Escapes ',' and '\' with a backslash so that `value` survives libfuse's comma-separated
+/// option parsing (fuse_opt.h, fuse_opt_add_opt_escaped): "a,b" -> "a\,b".
+std::string escape_option_value(const std::string& value);
+
+}  // namespace gguf_mount::fs
