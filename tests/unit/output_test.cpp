@@ -1,0 +1,184 @@
+// gguf::write_virtual_file and gguf::OutputFile: same bytes with every copy method, holes kept,
+// truncation detected, cancellation and errors leave nothing behind, publish never overwrites.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "gguf/error.hpp"
+#include "gguf/output.hpp"
+#include "gguf/reader.hpp"
+#include "gguf/split_plan.hpp"
+#include "gguf/split_set.hpp"
+#include "gguf/virtual_file.hpp"
+#include "support/sparse_model.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_test::fixture;
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+gguf::VirtualFile kvzoo_merged() {
+    return gguf::VirtualFile::merged(gguf::SplitSet::open(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf")));
+}
+
+/// A VirtualFile for shard `index` of splitting `input` with `options`.
+gguf::VirtualFile shard_of(const std::string& input, const gguf::SplitOptions& options, size_t index) {
+    auto plans = gguf::plan_split(gguf::read_header(input), options);
+    std::vector<gguf::SourceFile> src(1);
+    src[0].path = input;
+    src[0].fd = gguf::open_read_only(input);
+    return gguf::VirtualFile(std::move(plans.at(index).layout), std::move(src));
+}
+
+TEST(Output, EveryCopyMethodWritesTheReferenceMerge) {
+    gguf_test::TempDir tmp;
+    const auto vf = kvzoo_merged();
+    struct Method { const char* name; bool buffered; bool holes; };
+    for (Method m : {Method{"kernel", false, true}, Method{"buffered", true, true}, Method{"kernel-dense", false, false},
+                     Method{"buffered-dense", true, false}}) {
+        const std::string path = tmp / (std::string(m.name) + ".gguf");
+        gguf::WriteOptions o;
+        o.force_buffered = m.buffered;
+        o.preserve_holes = m.holes;
+        uint64_t reported = 0;
+        o.progress = [&](uint64_t n) { reported += n; };
+        auto out = gguf::OutputFile::create(path);
+        auto stats = gguf::write_virtual_file(vf, out, o);
+        out.publish();
+        EXPECT_EQ(gguf_test::sha256_file(path), "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f")
+            << m.name;
+        EXPECT_EQ(reported, vf.size()) << m.name;
+        EXPECT_EQ(stats.header_bytes + stats.zero_bytes + stats.kernel_bytes + stats.buffered_bytes + stats.hole_bytes,
+                  vf.size());
+        if (m.buffered) EXPECT_EQ(stats.kernel_bytes, 0u) << m.name;
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat((tmp / "kernel.gguf").c_str(), &st), 0);
+    mode_t mask = ::umask(022);
+    ::umask(mask);
+    EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);
+    // only the four published files: no temporary left
+    EXPECT_EQ(list_dir(tmp.path()).size(), 4u);
+}
+
+TEST(Output, HolesOfSparseSourcesStayHoles) {
+    gguf_test::TempDir tmp;
+    const std::string input = tmp / "sparse.gguf";
+    gguf_test::write_sparse_model(input, {{"a", {1000}}, {"big", {16 << 20}}, {"c", {999}}});
+    gguf::SplitOptions o;
+    o.max_tensors = 2;
+    const auto vf = shard_of(input, o, 0);
+    const std::string path = tmp / "out-00001-of-00002.gguf";
+    auto out = gguf::OutputFile::create(path);
+    auto stats = gguf::write_virtual_file(vf, out);
+    out.publish();
+    EXPECT_GT(stats.hole_bytes, uint64_t{32} << 20);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), vf.size());
+    EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{8} << 20) << "holes were written as data";
+
+    // Dense writing gives the same bytes.
+    gguf::WriteOptions dense;
+    dense.preserve_holes = false;
+    auto out2 = gguf::OutputFile::create(tmp / "dense.gguf");
+    gguf::write_virtual_file(vf, out2, dense);
+    out2.publish();
+    EXPECT_EQ(gguf_test::sha256_file(path), gguf_test::sha256_file(tmp / "dense.gguf"));
+}
+
+TEST(Output, SourceTruncatedAfterPlanningIsDetectedByEveryMethod) {
+    for (bool buffered : {false, true}) {
+        for (bool holes : {false, true}) {
+            gguf_test::TempDir tmp;
+            const std::string input = tmp / "m.gguf";
+            gguf_test::copy_file(fixture("kvzoo/original.gguf"), input);
+            gguf::SplitOptions o;
+            o.max_tensors = 7;
+            const auto vf = shard_of(input, o, 6);  // the last shard: data at the end of the file
+            ASSERT_EQ(::truncate(input.c_str(), 3525600 - 5000), 0);
+            gguf::WriteOptions w;
+            w.force_buffered = buffered;
+            w.preserve_holes = holes;
+            try {
+                auto out = gguf::OutputFile::create(tmp / "x-00007-of-00007.gguf");
+                gguf::write_virtual_file(vf, out, w);
+                ADD_FAILURE() << "truncation not detected (buffered " << buffered << ", holes " << holes << ")";
+            } catch (const gguf::Error& e) {
+                EXPECT_EQ(e.code(), gguf::Code::Truncated) << e.what();
+                EXPECT_NE(std::string(e.what()).find(input), std::string::npos) << e.what();
+            }
+            EXPECT_EQ(list_dir(tmp.path()), (std::vector<std::string>{"m.gguf"}));
+        }
+    }
+}
+
+TEST(Output, CancellationStopsAndRemovesTheTemporaryFile) {
+    gguf_test::TempDir tmp;
+    const auto vf = kvzoo_merged();
+    volatile std::sig_atomic_t flag = 0;
+    gguf::WriteOptions o;
+    o.cancel = &flag;
+    o.force_buffered = true;
+    uint64_t seen = 0;
+    o.progress = [&](uint64_t n) {
+        seen += n;
+        if (seen > 100000) flag = 1;
+    };
+    try {
+        auto out = gguf::OutputFile::create(tmp / "merged.gguf");
+        EXPECT_EQ(list_dir(tmp.path()).size(), 1u);
+        gguf::write_virtual_file(vf, out, o);
+        ADD_FAILURE() << "not cancelled";
+    } catch (const gguf::Error& e) {
+        EXPECT_EQ(e.code(), gguf::Code::Io);
+        EXPECT_EQ(e.sys_errno(), EINTR);
+    }
+    EXPECT_TRUE(list_dir(tmp.path()).empty());
+}
+
+TEST(Output, PublishNeverReplacesAnExistingFile) {
+    gguf_test::TempDir tmp;
+    const std::string path = tmp / "merged.gguf";
+    gguf_test::write_file(path, "precious");
+    const auto vf = kvzoo_merged();
+    {
+        auto out = gguf::OutputFile::create(path);
+        EXPECT_EQ(gguf::base_name(out.temp_path()).rfind(".merged.gguf.tmp-", 0), 0u) << out.temp_path();
+        gguf::write_virtual_file(vf, out);
+        try {
+            out.publish();
+            ADD_FAILURE() << "overwrote an existing file";
+        } catch (const gguf::Error& e) {
+            EXPECT_EQ(e.code(), gguf::Code::Exists);
+            EXPECT_NE(std::string(e.what()).find("output file " + path + " already exists"), std::string::npos);
+        }
+    }
+    EXPECT_EQ(gguf_test::read_file(path), "precious");
+    EXPECT_EQ(list_dir(tmp.path()), (std::vector<std::string>{"merged.gguf"}));
+    EXPECT_THROW(gguf::ensure_absent(path), gguf::Error);
+    EXPECT_NO_THROW(gguf::ensure_absent(tmp / "other.gguf"));
+}
+
+TEST(Output, MissingDirectoryIsAnIoErrorNamingIt) {
+    gguf_test::TempDir tmp;
+    try {
+        gguf::OutputFile::create(tmp / "no/such/dir/out.gguf");
+        ADD_FAILURE() << "created a file in a missing directory";
+    } catch (const gguf::Error& e) {
+        EXPECT_EQ(e.code(), gguf::Code::Io);
+        EXPECT_NE(std::string(e.what()).find("no/such/dir"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
