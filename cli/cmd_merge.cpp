@@ -122,6 +122,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     out.commit();
     bar.finish();
     checkpoint("before-publish");
+    if (cancelled()) throw gguf::Error(gguf::Code::Io, output + ": interrupted before publishing", EINTR);
     out.publish();
     checkpoint("published");
     if (!quiet) {
@@ -150,8 +151,11 @@ int run_merge(int argc, char** argv) {
         ("delete-splits", "delete the shards after the merged file is complete and verified")
         ("q,quiet", "no progress bar and no info lines")
         ("h,help", "show this help")
-        ("args", "FIRST_SHARD GGUF_OUT", cxxopts::value<std::vector<std::string>>());
-    options.parse_positional({"args"});
+        // Separate string positionals: a vector option would split file names at commas.
+        ("pos1", "FIRST_SHARD", cxxopts::value<std::string>())
+        ("pos2", "GGUF_OUT", cxxopts::value<std::string>())
+        ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
+    options.parse_positional({"pos1", "pos2", "extra"});
 
     std::vector<std::string> args;
     bool delete_splits = false;
@@ -162,7 +166,12 @@ int run_merge(int argc, char** argv) {
             std::printf("%s%s", options.help().c_str(), kMergeHelpTail);
             return 0;
         }
-        if (r.count("args")) args = r["args"].as<std::vector<std::string>>();
+        if (r.count("pos1")) args.push_back(r["pos1"].as<std::string>());
+        if (r.count("pos2")) args.push_back(r["pos2"].as<std::string>());
+        if (r.count("extra")) {
+            return usage_error("merge", "expected FIRST_SHARD and GGUF_OUT, got more arguments (first extra: '" +
+                                         r["extra"].as<std::vector<std::string>>().front() + "')");
+        }
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {

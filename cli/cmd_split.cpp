@@ -131,6 +131,7 @@ int split(const SplitArgs& a) {
         throw gguf::Error(gguf::Code::Io, a.input + ": changed while it was being split; nothing was written");
     }
     checkpoint("before-publish");
+    if (cancelled()) throw gguf::Error(gguf::Code::Io, "interrupted before publishing", EINTR);
     size_t published = 0;
     try {
         for (auto& o : outs) {
@@ -165,8 +166,11 @@ int run_split(int argc, char** argv) {
         ("dry-run", "only print the split plan; write nothing")
         ("q,quiet", "no progress bar, no plan and no info lines (except with --dry-run)")
         ("h,help", "show this help")
-        ("args", "GGUF_IN OUT_PREFIX", cxxopts::value<std::vector<std::string>>());
-    options.parse_positional({"args"});
+        // Separate string positionals: a vector option would split file names at commas.
+        ("pos1", "GGUF_IN", cxxopts::value<std::string>())
+        ("pos2", "OUT_PREFIX", cxxopts::value<std::string>())
+        ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
+    options.parse_positional({"pos1", "pos2", "extra"});
 
     SplitArgs a;
     std::vector<std::string> args;
@@ -176,7 +180,12 @@ int run_split(int argc, char** argv) {
             std::printf("%s%s", options.help().c_str(), kSplitHelpTail);
             return 0;
         }
-        if (r.count("args")) args = r["args"].as<std::vector<std::string>>();
+        if (r.count("pos1")) args.push_back(r["pos1"].as<std::string>());
+        if (r.count("pos2")) args.push_back(r["pos2"].as<std::string>());
+        if (r.count("extra")) {
+            return usage_error("split", "expected GGUF_IN and OUT_PREFIX, got more arguments (first extra: '" +
+                                         r["extra"].as<std::vector<std::string>>().front() + "')");
+        }
         const bool by_size = r.count("split-max-size") > 0;
         const bool by_tensors = r.count("split-max-tensors") > 0;
         if (by_size && by_tensors) {

@@ -445,3 +445,19 @@ TEST(CliHelp, SplitAndMergeDocumentTheirPolicies) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliNames, CommasAndSpacesInPathsAreKept) {
+    TempDir tmp;
+    auto r = gm({"split", "-q", "--split-max-tensors", "7", fixture("kvzoo/original.gguf"), tmp / "my model,v2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = gm({"merge", "-q", tmp / "my model,v2-00001-of-00007.gguf", tmp / "merged, final.gguf"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(tmp / "merged, final.gguf"), kKvzooMerged);
+    r = gm({"merge", tmp / "my model,v2-00001-of-00007.gguf", tmp / "x.gguf", "extra"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("'extra'"), std::string::npos) << r.err;
+}
+
+}  // namespace
