@@ -114,7 +114,10 @@ std::vector<ShardPlan> plan_split(const Header& input, const SplitOptions& optio
             plan.tensors.push_back(PlacedTensor{t, 0, input.data_offset + t.offset});
             plan.tensor_bytes += t.nbytes;
         }
+        uint64_t padded = 0;
+        for (const auto& t : plan.tensors) padded += align_up(t.info.nbytes, input.alignment);
         plan.layout = plan_gguf_file(plan.kvs, plan.tensors, input.alignment);
+        plan.header_bytes = plan.layout.size() - padded;
     }
     return shards;
 }
@@ -188,7 +191,7 @@ std::string split_summary(const std::vector<ShardPlan>& shards) {
     char line[128];
     for (size_t i = 0; i < shards.size(); ++i) {
         const ShardPlan& s = shards[i];
-        const uint64_t megabytes = (s.layout.header().size() + s.tensor_bytes) / 1000 / 1000;
+        const uint64_t megabytes = (s.header_bytes + s.tensor_bytes) / 1000 / 1000;
         std::snprintf(line, sizeof line, "split %05zu: n_tensors = %zu, total_size = %" PRIu64 "M\n", i + 1,
                       s.tensors.size(), megabytes);
         out += line;

@@ -59,6 +59,9 @@ struct ShardPlan {
     VirtualLayout layout;
     /// Sum of the tensors' unpadded byte sizes (used by the dry-run summary).
     uint64_t tensor_bytes = 0;
+    /// Bytes before the data section: the rendered header plus its padding to the alignment
+    /// (= layout.size() minus the padded tensor bytes; what gguf_get_meta_size reports).
+    uint64_t header_bytes = 0;
 };
 
 /// The largest number of shards a split may produce: split.count is a u16.

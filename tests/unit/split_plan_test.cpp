@@ -245,17 +245,26 @@ TEST(SplitPlan, NonDefaultAlignmentIsHonouredAndCopiedToEveryShard) {
                   (std::vector<std::string>{"general.alignment", "split.no", "split.tensors.count", "split.count"}));
     }
     for (const auto& p : plans) {
-        EXPECT_EQ(p.layout.header().size() % 64, 0u);
+        EXPECT_EQ(p.header_bytes % 64, 0u);
         EXPECT_EQ(p.layout.size() % 64, 0u);
         // Every shard parses with the strict reader (alignment and offsets consistent).
         gguf::Header parsed = gguf::parse_header(p.layout.header(), p.layout.size(), "shard");
         EXPECT_EQ(parsed.alignment, 64u);
-        EXPECT_EQ(parsed.data_offset, p.layout.header().size());
+        EXPECT_EQ(parsed.data_offset, p.header_bytes);
     }
     // Declared alignment 32 is not copied (byte-identical to the reference, cf. tiny-llama).
     auto h32 = synthetic({9, 9}, 32, true);
     EXPECT_EQ(keys(gguf::plan_split(h32, by_tensors(1))[1]),
               (std::vector<std::string>{"split.no", "split.tensors.count", "split.count"}));
+}
+
+TEST(SplitPlan, HugeAlignmentSummaryCountsTheHeaderPadding) {
+    auto h = synthetic({9, 9}, uint64_t{4} << 20, true);  // 4 MiB alignment
+    auto plans = gguf::plan_split(h, by_tensors(1));
+    ASSERT_EQ(plans.size(), 2u);
+    for (const auto& p : plans) EXPECT_EQ(p.header_bytes, uint64_t{4} << 20);
+    EXPECT_EQ(gguf::split_summary(plans),
+              "n_split: 2\nsplit 00001: n_tensors = 1, total_size = 4M\nsplit 00002: n_tensors = 1, total_size = 4M\n");
 }
 
 TEST(SplitPlan, NoTensorsGivesOneShard) {
