@@ -172,7 +172,15 @@ int run_mount(int argc, char** argv) {
         return 2;
     }
     if (args.count("help")) {
-        std::printf("%s\n", options.help().c_str());
+        std::printf("%s\n%s", options.help().c_str(),
+                    "Every set is validated before mounting; bad sets are reported (one line each) and\n"
+                    "skipped; with no valid set nothing is mounted and the exit status is 1.\n"
+                    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount, or SIGTERM to the daemon).\n"
+                    "\n"
+                    "Examples:\n"
+                    "  gguf-mount /models /mnt/models                      every set in /models\n"
+                    "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
+                    "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n");
         return 0;
     }
     if (args.count("version")) {

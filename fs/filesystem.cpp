@@ -132,4 +132,11 @@ bool WarningLimiter::admit(Clock::time_point now, uint64_t* suppressed) {
     return true;
 }
 
+uint64_t WarningLimiter::take_suppressed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t n = suppressed_;
+    suppressed_ = 0;
+    return n;
+}
+
 }  // namespace gguf_mount::fs

@@ -119,6 +119,10 @@ public:
     /// the number of messages refused since the last admitted one (0 if none).
     bool admit(Clock::time_point now, uint64_t* suppressed);
 
+    /// Returns the number of messages refused since the last admitted one and resets it
+    /// (for a final "N more were not logged" line when the session ends).
+    uint64_t take_suppressed();
+
 private:
     std::mutex mutex_;
     unsigned burst_;

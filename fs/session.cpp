@@ -186,6 +186,9 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     se.reset();
     if (readahead.joinable()) readahead.join();
 
+    if (uint64_t n = context.read_warnings.take_suppressed()) {
+        spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", mnt, n);
+    }
     if (rc < 0) {
         spdlog::error("{}: FUSE session failed: {}", mnt, std::strerror(-rc));
         return 1;

@@ -1,0 +1,233 @@
+#include "mount/mount_harness.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "support/support.hpp"
+
+extern char** environ;
+
+namespace mount_test {
+
+namespace {
+
+constexpr milliseconds kPollInterval{10};
+
+std::string decode_mountinfo_field(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+            out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+            i += 3;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string fusermount3_path() {
+    std::vector<std::string> dirs;
+    if (const char* path = std::getenv("PATH")) {
+        std::stringstream ss(path);
+        std::string d;
+        while (std::getline(ss, d, ':')) {
+            if (!d.empty()) dirs.push_back(d);
+        }
+    }
+    dirs.push_back("/usr/bin");
+    dirs.push_back("/bin");
+    for (const auto& d : dirs) {
+        std::string p = d + "/fusermount3";
+        if (::access(p.c_str(), X_OK) == 0) return p;
+    }
+    return "";
+}
+
+bool fuse_available(std::string* why) {
+    int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        *why = std::string("/dev/fuse cannot be opened (") + std::strerror(errno) + "): FUSE mounts are not possible here";
+        return false;
+    }
+    ::close(fd);
+    if (fusermount3_path().empty()) {
+        *why = "fusermount3 is not installed (package fuse3): mounts could not be undone";
+        return false;
+    }
+    return true;
+}
+
+std::optional<MountEntry> find_mount(const std::string& mount_point) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::optional<MountEntry> found;
+    std::string line;
+    while (std::getline(in, line)) {
+        // id parent major:minor root mount_point mount_options [optional fields...] - fstype source super_options
+        std::istringstream ls(line);
+        std::vector<std::string> f;
+        std::string w;
+        while (ls >> w) f.push_back(w);
+        if (f.size() < 10) continue;
+        if (decode_mountinfo_field(f[4]) != mount_point) continue;
+        auto sep = std::find(f.begin() + 6, f.end(), "-");
+        if (sep == f.end() || f.end() - sep < 4) continue;
+        MountEntry e;
+        e.mount_point = mount_point;
+        e.mount_options = f[5];
+        e.fstype = *(sep + 1);
+        e.source = decode_mountinfo_field(*(sep + 2));
+        e.super_options = *(sep + 3);
+        std::sscanf(f[2].c_str(), "%u:%u", &e.major, &e.minor);
+        found = e;  // keep the last (topmost) one
+    }
+    return found;
+}
+
+bool unmount(const std::string& mount_point) {
+    if (!find_mount(mount_point)) return true;
+    const std::string fm = fusermount3_path();
+    gguf_test::run({fm, "-u", mount_point});
+    if (!find_mount(mount_point)) return true;
+    gguf_test::run({fm, "-uz", mount_point});
+    return !find_mount(mount_point);
+}
+
+Daemon::~Daemon() {
+    if (pid_ > 0 && !exit_code_) {
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+bool Daemon::start(const std::vector<std::string>& argv, const std::string& log_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    exit_code_.reset();
+    int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        pid_ = -1;
+        return false;
+    }
+    return true;
+}
+
+bool Daemon::poll_exit() {
+    if (exit_code_) return true;
+    if (pid_ <= 0) return true;
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
+    }
+    return false;
+}
+
+bool Daemon::wait_mounted(const std::string& mount_point, milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (find_mount(mount_point)) return true;
+        if (poll_exit()) return false;
+        std::this_thread::sleep_for(kPollInterval);
+    }
+    return false;
+}
+
+std::optional<int> Daemon::wait_exit(milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!poll_exit()) {
+        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+        std::this_thread::sleep_for(kPollInterval);
+    }
+    return exit_code_;
+}
+
+std::optional<int> Daemon::stop(const std::string& mount_point) {
+    unmount(mount_point);
+    if (pid_ <= 0) return exit_code_;
+    if (auto code = wait_exit(kTimeout)) return code;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    exit_code_ = 128 + SIGKILL;
+    unmount(mount_point);  // a killed daemon leaves a dead mount behind
+    return std::nullopt;
+}
+
+bool wait_gone(pid_t pid, milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string content;
+        if (!stat || !std::getline(stat, content)) return true;
+        // "pid (comm) S ...": the state follows the last ')'.
+        auto close = content.rfind(')');
+        if (close != std::string::npos && close + 2 < content.size() && content[close + 2] == 'Z') return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(kPollInterval);
+    }
+}
+
+std::vector<pid_t> pids_with_argument(const std::string& arg) {
+    std::vector<pid_t> out;
+    DIR* d = ::opendir("/proc");
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        char* end = nullptr;
+        long pid = std::strtol(e->d_name, &end, 10);
+        if (*end != '\0' || pid <= 0) continue;
+        std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+        std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::stringstream ss(cmd);
+        std::string a;
+        while (std::getline(ss, a, '\0')) {
+            if (a == arg) {
+                out.push_back(static_cast<pid_t>(pid));
+                break;
+            }
+        }
+    }
+    ::closedir(d);
+    return out;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace mount_test
