@@ -28,11 +28,32 @@ enum class Code {
 /// 80 bytes left in the file".
 class Error : public std::runtime_error {
 public:
+    /// Control characters in `message` are escaped (see one_line()).
     Error(Code code, const std::string& message, int sys_errno = 0)
-        : std::runtime_error(message), code_(code), sys_errno_(sys_errno) {}
+        : std::runtime_error(one_line(message)), code_(code), sys_errno_(sys_errno) {}
     Code code() const noexcept { return code_; }
     /// errno of the failed system call for Code::Io, else 0.
     int sys_errno() const noexcept { return sys_errno_; }
+
+    /// `message` with every control character (bytes < 0x20 and 0x7f) written as \xNN, so that
+    /// a file name or key taken from a hostile file can neither split the one-line message
+    /// nor send escape sequences to a terminal. "a\nb" -> "a\x0ab". Other bytes are kept.
+    static std::string one_line(const std::string& message) {
+        static const char* digits = "0123456789abcdef";
+        std::string out;
+        out.reserve(message.size());
+        for (char ch : message) {
+            auto u = static_cast<unsigned char>(ch);
+            if (u >= 0x20 && u != 0x7f) {
+                out += ch;
+            } else {
+                out += "\\x";
+                out += digits[u >> 4];
+                out += digits[u & 15];
+            }
+        }
+        return out;
+    }
 
 private:
     Code code_;

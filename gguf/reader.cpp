@@ -16,6 +16,34 @@ namespace gguf {
 namespace {
 
 constexpr size_t kChunk = size_t{1} << 20;
+/// Longest key or tensor name quoted in an error message; the rest is elided.
+constexpr size_t kMaxQuoted = 64;
+
+/// A key or tensor name from the file, quoted for an error message: at most kMaxQuoted bytes,
+/// and every byte outside printable ASCII (control characters, escape sequences, newlines,
+/// non-ASCII) written as \xNN, so a hostile name can neither break the one-line message nor
+/// drive the terminal. Example: "a\nb" -> 'a\x0ab'.
+std::string q(std::string_view s) {
+    static const char* digits = "0123456789abcdef";
+    std::string out = "'";
+    for (size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
+        auto u = static_cast<unsigned char>(s[i]);
+        if (u >= 0x20 && u < 0x7f && u != '\\') {
+            out += static_cast<char>(u);
+        } else {
+            out += "\\x";
+            out += digits[u >> 4];
+            out += digits[u & 15];
+        }
+    }
+    if (s.size() > kMaxQuoted) out += "...";
+    return out + "'";
+}
+
+/// "string value" + " of 'KEY'" (when a key is given).
+std::string describe(const char* what, std::string_view key) {
+    return key.empty() ? std::string(what) : std::string(what) + " of " + q(key);
+}
 
 /// Sequential cursor over the header bytes of one file. Bytes come either from memory or
 /// are pulled from a descriptor on demand; every request is checked against the file size
@@ -90,16 +118,18 @@ public:
         pos_ += n;
     }
 
-    /// Reads a GGUF string (u64 length + bytes), checking the length first.
-    std::string_view string(const char* what) {
+    /// Reads a GGUF string (u64 length + bytes), checking the length first. `what` names it in
+    /// errors, followed by " of 'KEY'" when `key` is given; the message is only built on failure
+    /// (a string array may have 2^27 elements).
+    std::string_view string(const char* what, std::string_view key = {}) {
         uint64_t at = pos_;
         uint64_t len = read<uint64_t>(what);
         if (len > kMaxStringLength) {
-            fail(Code::TooLarge, std::string(what) + " length " + std::to_string(len) + " exceeds the limit of 2^30",
+            fail(Code::TooLarge, describe(what, key) + " length " + std::to_string(len) + " exceeds the limit of 2^30",
                  at);
         }
         if (len > left()) {
-            fail(Code::Truncated, std::string(what) + " length " + std::to_string(len) + " exceeds the " +
+            fail(Code::Truncated, describe(what, key) + " length " + std::to_string(len) + " exceeds the " +
                                       std::to_string(left()) + " bytes left in the file", at);
         }
         const char* p = need(len, what);
@@ -121,13 +151,13 @@ bool is_known_type(uint32_t t) { return t < kValueTypeCount; }
 /// Skips over one value of type `t` (not Array) and validates it.
 void skip_scalar_or_string(Cursor& c, ValueType t, const std::string& key) {
     if (t == ValueType::String) {
-        c.string(("string value of '" + key + "'").c_str());
+        c.string("string value", key);
         return;
     }
     if (t == ValueType::Bool) {
         uint64_t at = c.pos();
         auto b = c.read<uint8_t>("bool value");
-        if (b > 1) c.fail(Code::BadValue, "key '" + key + "': bool value " + std::to_string(b) + " is not 0 or 1", at);
+        if (b > 1) c.fail(Code::BadValue, "key " + q(key) + ": bool value " + std::to_string(b) + " is not 0 or 1", at);
         return;
     }
     c.skip(scalar_size(t), "scalar value");
@@ -139,29 +169,29 @@ Value read_value(Cursor& c, ValueType t, const std::string& key) {
         uint64_t at = c.pos();
         auto et_raw = c.read<uint32_t>("array element type");
         if (!is_known_type(et_raw)) {
-            c.fail(Code::BadValue, "key '" + key + "': unknown array element type " + std::to_string(et_raw), at);
+            c.fail(Code::BadValue, "key " + q(key) + ": unknown array element type " + std::to_string(et_raw), at);
         }
         auto et = static_cast<ValueType>(et_raw);
-        if (et == ValueType::Array) c.fail(Code::BadValue, "key '" + key + "': arrays of arrays are not allowed", at);
+        if (et == ValueType::Array) c.fail(Code::BadValue, "key " + q(key) + ": arrays of arrays are not allowed", at);
         uint64_t count_at = c.pos();
         auto count = c.read<uint64_t>("array element count");
         if (count > kMaxArrayCount) {
-            c.fail(Code::TooLarge, "key '" + key + "': array count " + std::to_string(count) +
+            c.fail(Code::TooLarge, "key " + q(key) + ": array count " + std::to_string(count) +
                                        " exceeds the limit of 2^30", count_at);
         }
         uint64_t min_elem = et == ValueType::String ? 8 : scalar_size(et);
         if (count > c.left() / min_elem) {
-            c.fail(Code::Truncated, "key '" + key + "': array of " + std::to_string(count) + " " +
+            c.fail(Code::Truncated, "key " + q(key) + ": array of " + std::to_string(count) + " " +
                                         std::string(value_type_name(et)) + " exceeds the " +
                                         std::to_string(c.left()) + " bytes left in the file", count_at);
         }
         if (et == ValueType::String) {
-            for (uint64_t i = 0; i < count; ++i) c.string(("array element of '" + key + "'").c_str());
+            for (uint64_t i = 0; i < count; ++i) c.string("array element", key);
         } else if (et == ValueType::Bool) {
             const char* p = c.need(count, "bool array");
             for (uint64_t i = 0; i < count; ++i) {
                 if (static_cast<uint8_t>(p[i]) > 1) {
-                    c.fail(Code::BadValue, "key '" + key + "': bool array element " + std::to_string(i) +
+                    c.fail(Code::BadValue, "key " + q(key) + ": bool array element " + std::to_string(i) +
                                                " is not 0 or 1", c.pos() + i);
                 }
             }
@@ -237,7 +267,7 @@ Header parse(Cursor& c, const std::string& name) {
         uint64_t type_at = c.pos();
         auto t = c.read<uint32_t>("value type");
         if (!is_known_type(t)) {
-            c.fail(Code::BadValue, "key '" + key + "': unknown value type " + std::to_string(t), type_at);
+            c.fail(Code::BadValue, "key " + q(key) + ": unknown value type " + std::to_string(t), type_at);
         }
         Value v = read_value(c, static_cast<ValueType>(t), key);
         if (key == kKeyAlignment) {
@@ -252,7 +282,7 @@ Header parse(Cursor& c, const std::string& name) {
             }
             h.alignment = a;
         }
-        if (!keys.insert(key).second) c.fail(Code::BadValue, "duplicate key '" + key + "'", kv_at);
+        if (!keys.insert(key).second) c.fail(Code::BadValue, "duplicate key " + q(key), kv_at);
         h.kvs.push_back(KeyValue{std::move(key), std::move(v)});
     }
 
@@ -264,36 +294,36 @@ Header parse(Cursor& c, const std::string& name) {
         ti.name = std::string(c.string("tensor name"));
         if (ti.name.empty()) c.fail(Code::BadTensor, "tensor " + std::to_string(i) + " has an empty name", t_at);
         if (ti.name.size() >= kMaxTensorName) {
-            c.fail(Code::BadTensor, "tensor name '" + ti.name.substr(0, 80) + "' is " + std::to_string(ti.name.size()) +
+            c.fail(Code::BadTensor, "tensor name " + q(ti.name) + " is " + std::to_string(ti.name.size()) +
                                         " bytes, the limit is 63", t_at);
         }
-        if (!names.insert(ti.name).second) c.fail(Code::BadTensor, "duplicate tensor name '" + ti.name + "'", t_at);
+        if (!names.insert(ti.name).second) c.fail(Code::BadTensor, "duplicate tensor name " + q(ti.name), t_at);
         uint64_t d_at = c.pos();
         ti.n_dims = c.read<uint32_t>("n_dims");
         if (ti.n_dims > kMaxDims) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "': n_dims " + std::to_string(ti.n_dims) + " exceeds 4", d_at);
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": n_dims " + std::to_string(ti.n_dims) + " exceeds 4", d_at);
         }
         int64_t elements = 1;
         for (uint32_t d = 0; d < ti.n_dims; ++d) {
             uint64_t ne_at = c.pos();
             ti.ne[d] = c.read<int64_t>("dimension");
             if (ti.ne[d] < 0) {
-                c.fail(Code::BadTensor, "tensor '" + ti.name + "': dimension " + std::to_string(d) + " is negative (" +
+                c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": dimension " + std::to_string(d) + " is negative (" +
                                             std::to_string(ti.ne[d]) + ")", ne_at);
             }
             if (mul_overflows(elements, ti.ne[d], &elements)) {
-                c.fail(Code::BadTensor, "tensor '" + ti.name + "': element count overflows int64", ne_at);
+                c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": element count overflows int64", ne_at);
             }
         }
         uint64_t type_at = c.pos();
         ti.type = c.read<uint32_t>("tensor type");
         auto tt = ggml_type(ti.type);
         if (!tt) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "': unknown or removed ggml type " + std::to_string(ti.type),
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": unknown or removed ggml type " + std::to_string(ti.type),
                    type_at);
         }
         if (ti.ne[0] % static_cast<int64_t>(tt->block_size) != 0) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "': ne0 = " + std::to_string(ti.ne[0]) +
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": ne0 = " + std::to_string(ti.ne[0]) +
                                         " is not a multiple of the " + std::string(tt->name) + " block size " +
                                         std::to_string(tt->block_size), t_at);
         }
@@ -301,7 +331,7 @@ Header parse(Cursor& c, const std::string& name) {
         if (mul_overflows(elements / static_cast<int64_t>(tt->block_size), static_cast<int64_t>(tt->type_size),
                           &nbytes) ||
             static_cast<uint64_t>(nbytes) > std::numeric_limits<uint64_t>::max() - h.alignment) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "': byte size overflows", t_at);
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": byte size overflows", t_at);
         }
         ti.nbytes = static_cast<uint64_t>(nbytes);
         ti.offset = c.read<uint64_t>("tensor offset");
@@ -314,12 +344,12 @@ Header parse(Cursor& c, const std::string& name) {
     uint64_t expected = 0;
     for (const auto& ti : h.tensors) {
         if (ti.offset != expected) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "' has offset " + std::to_string(ti.offset) + ", expected " +
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + " has offset " + std::to_string(ti.offset) + ", expected " +
                                         std::to_string(expected), h.header_size);
         }
         uint64_t padded = align_up(ti.nbytes, h.alignment);
         if (padded > std::numeric_limits<uint64_t>::max() - expected) {
-            c.fail(Code::BadTensor, "tensor '" + ti.name + "': data section size overflows", h.header_size);
+            c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": data section size overflows", h.header_size);
         }
         expected += padded;
     }
@@ -328,7 +358,7 @@ Header parse(Cursor& c, const std::string& name) {
         uint64_t end = last.offset + last.nbytes;
         if (h.data_offset > h.file_size || end > h.file_size - h.data_offset) {
             throw Error(Code::Truncated,
-                        name + ": truncated: tensor '" + last.name + "' data ends at offset " +
+                        name + ": truncated: tensor " + q(last.name) + " data ends at offset " +
                             std::to_string(h.data_offset + end) + " but the file has " +
                             std::to_string(h.file_size) + " bytes");
         }
