@@ -111,23 +111,25 @@ SplitSet SplitSet::open(const std::string& first) {
     int64_t total = split_key(h0, first, kKeySplitTensorsCount, ValueType::I32);
     if (total < 0) throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is negative");
 
-    set.shards_.reserve(static_cast<size_t>(count));
-    for (uint32_t i = 1; i < static_cast<uint32_t>(count); ++i) {
-        std::string path = shard_path(set.prefix_, i + 1, name->count);
-        try {
-            set.shards_.push_back(load_shard(path));
-        } catch (const Error& e) {
-            if (e.code() == Code::Io && e.sys_errno() == ENOENT) {
-                throw Error(Code::BadSplit, path + ": missing shard " + std::to_string(i + 1) + " of " +
-                                                std::to_string(count));
-            }
-            throw;
-        }
-    }
-
+    // Shards are loaded and checked one at a time, so a bad set stops at its first bad shard.
+    // split.count (up to 65535) is only a claim: nothing is reserved for it, and a set whose
+    // shard 1 is linked under 65534 other names (each a copy of a large header) fails at
+    // shard 2 instead of holding 65535 parsed headers in memory.
     std::unordered_set<std::string> names;
     uint64_t seen = 0;
-    for (uint32_t i = 0; i < set.shards_.size(); ++i) {
+    for (uint32_t i = 0; i < static_cast<uint32_t>(count); ++i) {
+        if (i > 0) {
+            std::string path = shard_path(set.prefix_, i + 1, name->count);
+            try {
+                set.shards_.push_back(load_shard(path));
+            } catch (const Error& e) {
+                if (e.code() == Code::Io && e.sys_errno() == ENOENT) {
+                    throw Error(Code::BadSplit, path + ": missing shard " + std::to_string(i + 1) + " of " +
+                                                    std::to_string(count));
+                }
+                throw;
+            }
+        }
         const Shard& s = set.shards_[i];
         int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
         if (no != static_cast<int64_t>(i)) {
@@ -206,7 +208,7 @@ std::vector<SetScan> scan_directory(const std::string& dir) {
         scan.name = key.first + std::string(kSuffix);
         scan.first_shard = shard_path(base + key.first, 1, key.second);
         if (!has_first) {
-            scan.error = scan.first_shard + ": missing shard 1 of " + std::to_string(key.second);
+            scan.error = Error::one_line(scan.first_shard + ": missing shard 1 of " + std::to_string(key.second));
         } else {
             try {
                 scan.set = SplitSet::open(scan.first_shard);
