@@ -1,6 +1,7 @@
 #include "gguf/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,7 +24,14 @@ UniqueFd::~UniqueFd() {
 }
 
 UniqueFd open_read_only(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Refuse anything but a regular file before opening it: open() on a FIFO blocks until a
+    // writer appears (a hang), and opening a device node can have side effects. O_NONBLOCK
+    // covers a name swapped between stat() and open(); it changes nothing for regular files.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        throw Error(Code::Io, path + ": not a regular file");
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         throw Error(Code::Io, path + ": cannot open: " + std::strerror(e), e);

@@ -28,7 +28,9 @@ private:
     int fd_ = -1;
 };
 
-/// Opens `path` read-only with O_CLOEXEC. Throws gguf::Error(Code::Io) naming the path.
+/// Opens the regular file `path` read-only (O_CLOEXEC | O_NONBLOCK). Throws gguf::Error(Code::Io)
+/// naming the path when it cannot be opened (sys_errno() set) or is not a regular file (a FIFO,
+/// device or directory is refused without being opened: a FIFO would block the caller).
 UniqueFd open_read_only(const std::string& path);
 
 /// Reads exactly `len` bytes at `offset`, retrying on EINTR and short reads.
