@@ -42,7 +42,8 @@ public:
 
     /// Total size of the virtual file in bytes.
     uint64_t size() const { return size_; }
-    /// The in-memory bytes that Header extents refer to (the rendered GGUF header + padding).
+    /// The in-memory bytes that Header extents refer to (the rendered GGUF header + padding;
+    /// see plan_gguf_file for when the padding is a Zeros extent instead).
     const std::string& header() const { return header_; }
     const std::vector<Extent>& extents() const { return extents_; }
 
@@ -76,6 +77,9 @@ private:
     uint64_t size_ = 0;
 };
 
+/// Largest alignment whose header padding plan_gguf_file keeps in memory (1 MiB).
+inline constexpr uint64_t kMaxHeaderPadding = uint64_t{1} << 20;
+
 /// A tensor to place in a planned GGUF file, and where its bytes come from.
 struct PlacedTensor {
     TensorInfo info;          // name, dims, type, nbytes; offset is recomputed by the planner
@@ -87,7 +91,11 @@ struct PlacedTensor {
 /// re-packed from 0 (each tensor padded to `alignment`), then lays out each tensor's bytes
 /// from its source followed by zero padding to `alignment` (the last tensor included).
 /// This is the byte layout of llama.cpp's gguf-split outputs (split shards and --merge)
-/// when `alignment` is 32. Throws gguf::Error(BadArgument) if alignment is not a power of two.
+/// when `alignment` is 32. Throws gguf::Error(BadArgument) if alignment is not a power of two,
+/// and Code::TooLarge if the file would exceed 2^63 - 1 bytes (offsets would wrap).
+/// header() holds the header and its padding when the alignment is at most kMaxHeaderPadding
+/// (so header().size() is the data section start); above that, header() holds the unpadded
+/// header and a Zeros extent follows it, so that no alignment can force a large allocation.
 VirtualLayout plan_gguf_file(const std::vector<KeyValue>& kvs, const std::vector<PlacedTensor>& tensors,
                              uint64_t alignment);
 
