@@ -47,13 +47,19 @@ struct FilteredOptions {
 /// Sorts the user's -o options (already split at commas) into those for libfuse and those to
 /// drop. Dropped silently: options that only mean something to mount(8), systemd or fstab
 /// (_netdev, nofail, auto, noauto, user, users, nouser, owner, group, defaults, x-*,
-/// comment=*; as in mountpoint-s3's fstab.rs option_allowed), and "ro" (always added).
+/// comment=*; as in mountpoint-s3's fstab.rs option_allowed), access-time policies that
+/// libfuse 3.14 rejects (relatime, strictatime, lazytime, nodiratime and their negations),
+/// FUSE 2's nonempty, and "ro" and "default_permissions" (always added).
 /// Dropped with a warning: "rw" (the mount is read-only), "max_read=*" (fixed at 1 MiB to
 /// match the daemon's buffers) and empty items.
 FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
-    static const std::set<std::string> mount8_only = {"_netdev", "nofail", "auto",  "noauto",  "user",
-                                                      "users",   "nouser", "owner", "group",   "defaults",
-                                                      "ro",      "default_permissions"};
+    static const std::set<std::string> mount8_only = {
+        "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
+        "ro", "default_permissions",
+        // access-time policies mean nothing on a read-only file system, and libfuse 3.14 rejects
+        // these; "nonempty" is a FUSE 2 option (FUSE 3 always allows a non-empty mount point).
+        "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "diratime",
+        "nodiratime", "nonempty"};
     FilteredOptions out;
     for (const auto& o : given) {
         if (o.empty()) continue;

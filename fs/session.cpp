@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -152,7 +153,14 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     }
     spdlog::info("{}: mounted ({} file{})", mnt, filesystem.files().size(), filesystem.files().size() == 1 ? "" : "s");
 
-    if (!opts.foreground && opts.before_daemonize) opts.before_daemonize();
+    if (!opts.foreground && opts.before_daemonize) {
+        try {
+            opts.before_daemonize();
+        } catch (const std::exception& e) {
+            // Keep serving: the file system is mounted and must not be left without a daemon.
+            spdlog::warn("{}: {}", mnt, e.what());
+        }
+    }
     if (fuse_daemonize(opts.foreground ? 1 : 0) != 0) {
         spdlog::error("{}: cannot daemonize", mnt);
         fuse_session_unmount(se.get());

@@ -448,15 +448,17 @@ TEST_F(MountTest, UnknownOptionIsAUsageError) {
 
 // ---- lifecycle --------------------------------------------------------------------------------
 
-TEST_F(MountTest, SigtermUnmountsCleanlyAndExitsZero) {
+TEST_F(MountTest, SigtermSigintSighupUnmountCleanlyAndExitZero) {
     copy_case_shards("notensors/t7", src_);
-    ASSERT_TRUE(mount());
-    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"notensors.gguf"});
-    ASSERT_EQ(::kill(daemon_.pid(), SIGTERM), 0);
-    auto code = daemon_.wait_exit();
-    ASSERT_TRUE(code) << "daemon did not exit after SIGTERM";
-    EXPECT_EQ(*code, 0) << log();
-    EXPECT_FALSE(find_mount(mnt_));
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        ASSERT_TRUE(mount()) << strsignal(sig);
+        EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"notensors.gguf"});
+        ASSERT_EQ(::kill(daemon_.pid(), sig), 0);
+        auto code = daemon_.wait_exit();
+        ASSERT_TRUE(code) << "daemon did not exit after " << strsignal(sig);
+        EXPECT_EQ(*code, 0) << strsignal(sig) << "\n" << log();
+        EXPECT_FALSE(find_mount(mnt_)) << strsignal(sig);
+    }
 }
 
 TEST_F(MountTest, SingleThreadModeServesTheSameBytes) {
@@ -492,7 +494,8 @@ TEST_F(MountTest, DaemonizedViaMountHelperNameWithFstabOptions) {
     ASSERT_EQ(::symlink(gguf_test::gguf_mount_binary().c_str(), helper.c_str()), 0);
     // What mount(8) runs for "SRC MNT gguf-mount nofail,_netdev,x-systemd.automount,allow_other 0 0".
     auto r = gguf_test::run({helper, src_, mnt_, "-o",
-                             "rw,nofail,_netdev,noauto,defaults,x-systemd.automount,comment=test,allow_other", "-n"});
+                             "rw,nofail,_netdev,noauto,defaults,x-systemd.automount,comment=test,relatime,nodev,allow_other",
+                             "-n"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto entry = find_mount(mnt_);
     ASSERT_TRUE(entry) << r.err;
