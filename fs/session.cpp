@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 
 #include "fs/ops.hpp"
 
@@ -39,26 +40,16 @@ struct ArgsGuard {
     ~ArgsGuard() { fuse_opt_free_args(&args); }
 };
 
-/// Raises the readahead window of the mount at `mountpoint` to `kb` KiB.
+/// Raises the readahead window of the mount at `mountpoint` to `kb` KiB (0: leave it).
 ///
-/// Runs on its own thread after the loop started: stat() of the mount root blocks until the
-/// kernel processed the INIT reply, and only after that may the window be raised, because the
-/// INIT reply sets ra_pages = min(ra_pages, max_readahead) and the kernel offered only 128 KiB.
+/// Called after the mount root answered a stat(), i.e. after the kernel processed the INIT
+/// reply: only then may the window be raised, because the INIT reply sets
+/// ra_pages = min(ra_pages, max_readahead) and the kernel offered only 128 KiB.
 /// The bdi of a FUSE mount is named after its anonymous st_dev ("0:53").
-void raise_readahead(const std::string& mountpoint, unsigned kb) {
-    struct stat st {};
-    struct statfs sfs {};
-    if (::stat(mountpoint.c_str(), &st) != 0 || ::statfs(mountpoint.c_str(), &sfs) != 0) {
-        spdlog::info("{}: readahead left at the kernel default: cannot stat the mount: {}", mountpoint,
-                     std::strerror(errno));
-        return;
-    }
-    if (static_cast<unsigned long>(sfs.f_type) != FUSE_SUPER_MAGIC) {
-        spdlog::info("{}: readahead left at the kernel default: the mount is already gone", mountpoint);
-        return;
-    }
-    std::string path = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) +
-                       "/read_ahead_kb";
+void raise_readahead(const std::string& mountpoint, const struct stat& root, unsigned kb) {
+    if (kb == 0) return;
+    std::string path = "/sys/class/bdi/" + std::to_string(major(root.st_dev)) + ":" +
+                       std::to_string(minor(root.st_dev)) + "/read_ahead_kb";
     std::ofstream out(path);
     out << kb << '\n';
     out.flush();
@@ -69,9 +60,40 @@ void raise_readahead(const std::string& mountpoint, unsigned kb) {
     spdlog::debug("{}: FUSE readahead set to {} KiB ({})", mountpoint, kb, path);
 }
 
-/// Starts raise_readahead on a thread that blocks the termination signals, so they keep
+/// Work that needs the mount to be live, run on its own thread once the loop serves requests:
+/// waits for the mount root to answer (stat blocks until INIT is done), raises the readahead
+/// window, reads the first byte of every served file through the mount, and only then tells
+/// systemd READY=1 (sd_notify(3); a no-op when NOTIFY_SOCKET is unset), so a unit ordered
+/// after gguf-mount@.service finds the merged files readable.
+void after_mount(const std::string& mountpoint, const Filesystem& filesystem, unsigned readahead_kb) {
+    struct stat st {};
+    struct statfs sfs {};
+    if (::stat(mountpoint.c_str(), &st) != 0 || ::statfs(mountpoint.c_str(), &sfs) != 0 ||
+        static_cast<unsigned long>(sfs.f_type) != FUSE_SUPER_MAGIC) {
+        spdlog::info("{}: the mount went away before it became ready", mountpoint);
+        return;
+    }
+    raise_readahead(mountpoint, st, readahead_kb);
+    for (const FileNode& f : filesystem.files()) {
+        std::string path = mountpoint + "/" + f.name;
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        char byte;
+        bool ok = fd >= 0 && ::pread(fd, &byte, 1, 0) == 1;
+        int err = errno;
+        if (fd >= 0) ::close(fd);
+        if (!ok) {
+            spdlog::error("{}: not readable through the mount: {}", path, std::strerror(err));
+            return;
+        }
+    }
+    std::string status = "STATUS=serving " + std::to_string(filesystem.files().size()) + " file(s) at " + mountpoint;
+    sd_notifyf(0, "READY=1\n%s", status.c_str());
+    spdlog::debug("{}: ready", mountpoint);
+}
+
+/// Starts after_mount on a thread that blocks the termination signals, so they keep
 /// reaching the loop threads that libfuse's handlers must interrupt.
-std::thread start_readahead_thread(const std::string& mountpoint, unsigned kb) {
+std::thread start_after_mount_thread(const std::string& mountpoint, const Filesystem& filesystem, unsigned kb) {
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -80,15 +102,15 @@ std::thread start_readahead_thread(const std::string& mountpoint, unsigned kb) {
     pthread_sigmask(SIG_BLOCK, &block, &old);
     std::thread t;
     try {
-        t = std::thread([mountpoint, kb] {
+        t = std::thread([mountpoint, &filesystem, kb] {
             try {
-                raise_readahead(mountpoint, kb);
+                after_mount(mountpoint, filesystem, kb);
             } catch (...) {
-                // Best effort: the mount works with the default window.
+                // Best effort: the mount works without a raised window; systemd times out.
             }
         });
     } catch (const std::exception& e) {
-        spdlog::info("{}: readahead left at the kernel default: {}", mountpoint, e.what());
+        spdlog::warn("{}: cannot start the post-mount thread: {}", mountpoint, e.what());
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return t;
@@ -169,8 +191,7 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     }
 
     // Threads may start now: the process will not fork again.
-    std::thread readahead;
-    if (opts.readahead_kb != 0) readahead = start_readahead_thread(mnt, opts.readahead_kb);
+    std::thread post_mount = start_after_mount_thread(mnt, filesystem, opts.readahead_kb);
 
     int rc;
     if (opts.single_thread) {
@@ -187,12 +208,13 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
         }
     }
 
+    sd_notify(0, "STOPPING=1");
     fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());
     // Destroy (closing /dev/fuse aborts the connection) before joining: a stat() of the mount
     // root still waiting for INIT only returns once the connection is gone.
     se.reset();
-    if (readahead.joinable()) readahead.join();
+    if (post_mount.joinable()) post_mount.join();
 
     if (uint64_t n = context.read_warnings.take_suppressed()) {
         spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", mnt, n);

@@ -42,7 +42,8 @@ struct SessionOptions {
 ///
 /// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers,
 /// fuse_session_mount, fuse_daemonize, loop, fuse_session_unmount, fuse_remove_signal_handlers,
-/// fuse_session_destroy. No thread exists before fuse_daemonize; the readahead helper thread and
+/// fuse_session_destroy. No thread exists before fuse_daemonize; the post-mount thread (readahead,
+/// readiness check, sd_notify READY=1) and
 /// the worker threads start after it.
 int run_session(const Filesystem& fs, const SessionOptions& opts);
 

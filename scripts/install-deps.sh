@@ -5,9 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libfuse3-dev fuse3
+  libfuse3-dev fuse3 libsystemd-dev
   libcxxopts-dev libspdlog-dev libfmt-dev
-  libgtest-dev nlohmann-json3-dev libssl-dev
+  libgtest-dev nlohmann-json3-dev libssl-dev help2man
 )
 
 missing=()
