@@ -120,6 +120,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     gguf::write_virtual_file(vf, out, wopt);
     bar.set_label("syncing");
     out.commit();
+    bar.set_label("merged");
     bar.finish();
     checkpoint("before-publish");
     if (cancelled()) throw gguf::Error(gguf::Code::Io, output + ": interrupted before publishing", EINTR);

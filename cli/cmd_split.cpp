@@ -123,8 +123,11 @@ int split(const SplitArgs& a) {
         outs.push_back(gguf::OutputFile::create(finals[i]));
         checkpoint("temp-created");
         gguf::write_virtual_file(vf, outs.back(), wopt);
+        bar.set_label("syncing");
         outs.back().commit();
+        bar.set_label("splitting");
     }
+    bar.set_label("split");
     bar.finish();
     struct stat now {};
     if (::fstat(in.get(), &now) != 0 || !same_file(now, in_st)) {

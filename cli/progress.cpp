@@ -59,7 +59,7 @@ void ProgressBar::draw(bool final) {
     auto now = std::chrono::steady_clock::now();
     last_draw_ = now;
     const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0.05 ? static_cast<double>(done_) / secs : 0.0;
+    const double rate = (secs > 0.05 || (final && secs > 0)) ? static_cast<double>(done_) / secs : 0.0;
     const double frac = total_ == 0 ? 1.0 : std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));
 
     char tail[160];

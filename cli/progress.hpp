@@ -30,7 +30,8 @@ public:
     void add(uint64_t bytes);
     /// Replaces the label (e.g. "syncing") and redraws.
     void set_label(std::string label);
-    /// Draws the final state and ends the line. Idempotent; the destructor calls it.
+    /// Draws the final state (with the total elapsed time instead of the ETA) and ends the
+    /// line. Idempotent; the destructor calls it (so an error message starts on a fresh line).
     void finish();
 
 private:

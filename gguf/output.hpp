@@ -88,8 +88,10 @@ struct WriteOptions {
 
 /// Bytes per copy_file_range call (the kernel copies; nothing is buffered in user space).
 inline constexpr uint64_t kCopyChunk = uint64_t{64} << 20;
-/// Size of the one reused buffer of the pread/pwrite fallback.
-inline constexpr uint64_t kCopyBufferSize = uint64_t{8} << 20;
+/// Size of the one reused buffer of the pread/pwrite fallback. Small enough to stay in the CPU
+/// cache between the read and the write: merging 3 GiB from warm page cache took 2.5-2.8 s with
+/// 128 KiB against 7-13 s with 8 MiB on the 2-core development VM.
+inline constexpr uint64_t kCopyBufferSize = uint64_t{128} << 10;
 
 /// What a write did, in bytes. kernel_bytes + buffered_bytes + hole_bytes is the sum of the
 /// Source extents; header_bytes and zero_bytes were written from memory.
