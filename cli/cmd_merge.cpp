@@ -186,6 +186,7 @@ int run_merge(int argc, char** argv) {
     try {
         setup_logging(quiet ? "warn" : "info", false);
         install_cancel_handlers();
+        raise_open_file_limit();
         return merge(args[0], args[1], delete_splits, quiet);
     } catch (const gguf::Error& e) {
         if (cancelled()) {

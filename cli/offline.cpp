@@ -1,6 +1,7 @@
 #include "cli/offline.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -57,6 +58,14 @@ gguf::WriteOptions write_options_from_env() {
         if (s.find(",dense,") != std::string::npos) o.preserve_holes = false;
     }
     return o;
+}
+
+void raise_open_file_limit() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 void print_error(const std::string& message) {

@@ -35,6 +35,11 @@ void checkpoint(const char* name);
 /// of "buffered" (never use copy_file_range) and "dense" (write zeros for source holes).
 gguf::WriteOptions write_options_from_env();
 
+/// Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit: a merge keeps every
+/// shard open, and sets of more than 1,000 shards exist while the usual soft limit is 1024.
+/// Failures are ignored (opening then fails with a clear "Too many open files" naming a shard).
+void raise_open_file_limit();
+
 /// Prints "gguf-mount: <message>" on stderr (one line).
 void print_error(const std::string& message);
 

@@ -181,6 +181,29 @@ TEST(LargeModel, PeakMemoryStaysSmallWhenCopyingA1GiBTensor) {
     }
 }
 
+TEST(LargeModel, MergesMoreShardsThanTheDefaultOpenFileLimit) {
+    TempDir tmp;
+    std::vector<gguf_test::SparseTensor> tensors;
+    for (int i = 0; i < 1100; ++i) tensors.push_back({"t" + std::to_string(i), {8 + i % 5}});
+    gguf_test::write_sparse_model(tmp / "in.gguf", tensors);
+    auto r = gguf_test::run(
+        {gguf_test::gguf_mount_binary(), "split", "-q", "--split-max-tensors", "1", tmp / "in.gguf", tmp / "s"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The child inherits a soft limit of 1024 open files; merge must raise it to open 1100 shards.
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+    if (saved.rlim_max < 1200) GTEST_SKIP() << "hard open-file limit below 1200";
+    rlimit low = saved;
+    low.rlim_cur = 1024;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", tmp / "s-00001-of-01100.gguf", tmp / "m.gguf"});
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    gguf::Header m = gguf::read_header(tmp / "m.gguf");
+    EXPECT_EQ(m.tensors.size(), 1100u);
+    expect_markers(tmp / "m.gguf", 0);
+}
+
 // ---- crash safety ------------------------------------------------------------------------------
 
 constexpr const char* kKvzooMerged = "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f";
