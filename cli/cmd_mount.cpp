@@ -50,7 +50,9 @@ struct FilteredOptions {
 /// comment=*; as in mountpoint-s3's fstab.rs option_allowed), access-time policies that
 /// libfuse 3.14 rejects (relatime, strictatime, lazytime, nodiratime and their negations),
 /// FUSE 2's nonempty, and "ro" and "default_permissions" (always added).
-/// Dropped with a warning: "rw" (the mount is read-only), "max_read=*" (fixed at 1 MiB to
+/// "rw" is dropped with a debug line: mount(8) passes it whenever "ro" is not given, and the
+/// mount is read-only whatever the options say.
+/// Dropped with a warning: "max_read=*" (fixed at 1 MiB to
 /// match the daemon's buffers) and empty items.
 FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
     static const std::set<std::string> mount8_only = {
@@ -68,7 +70,7 @@ FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
             continue;
         }
         if (o == "rw") {
-            spdlog::warn("ignoring mount option 'rw': gguf-mount file systems are read-only");
+            spdlog::debug("ignoring mount option 'rw': gguf-mount file systems are read-only");
             continue;
         }
         if (o.rfind("max_read=", 0) == 0) {

@@ -27,7 +27,17 @@ int main(int argc, char** argv) {
     using namespace gguf_mount::cli;
     std::string self = argc > 0 ? argv[0] : "gguf-mount";
     std::string base = self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1);
-    if (base.rfind("mount.", 0) == 0) return run_mount(argc, argv);
+    if (base.rfind("mount.", 0) == 0) {
+        // mount(8) helper conventions (mount(8) "EXTERNAL HELPERS"): -s means "sloppy"
+        // (tolerate unknown options, which gguf-mount's filter does anyway), not
+        // --single-thread; drop it before the mount options are parsed.
+        int out = 1;
+        for (int i = 1; i < argc; ++i) {
+            if (std::strcmp(argv[i], "-s") != 0) argv[out++] = argv[i];
+        }
+        argv[out] = nullptr;
+        return run_mount(out, argv);
+    }
 
     if (argc < 2) {
         print_usage();

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Operations test (needs root and /dev/fuse): builds the .deb with cpack, installs it with
+# dpkg -i, checks every systemd unit with systemd-analyze verify, mounts the fixture shards
+# through the installed mount helper (mount -t fuse.gguf-mount, and an fstab line through
+# mount --fstab) and checks the merged sha256, then dpkg -r and checks nothing is left behind.
+# Usage: deb_test.sh BUILD_DIR FIXTURES_DIR      (exit 77 = skipped)
+set -euo pipefail
+build=$(realpath "$1")
+fixtures=$(realpath "$2")
+expected=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f
+
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: dpkg -i and mount(8) need root"; exit 77; fi
+if [ ! -c /dev/fuse ]; then echo "SKIP: /dev/fuse is missing"; exit 77; fi
+if dpkg-query -W -f='${Status}' gguf-mount 2>/dev/null | grep -q "install ok installed"; then
+  echo "SKIP: a gguf-mount package is already installed on this machine; not touching it"; exit 77
+fi
+
+work=$(mktemp -d /tmp/gguf-mount-deb.XXXXXX)
+mnt="$work/mnt"
+installed=0
+cleanup() {
+  set +e
+  for m in "$mnt" "$work/mnt2"; do
+    if grep -qs " $m " /proc/mounts; then umount "$m" 2>/dev/null || fusermount3 -uz "$m"; fi
+  done
+  [ "$installed" = 1 ] && dpkg -r gguf-mount >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+echo "== cpack -G DEB"
+(cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg" >/dev/null)
+deb=$(ls "$work"/pkg/gguf-mount_*.deb)
+echo "$deb"
+dpkg-deb -f "$deb" Depends | tee "$work/depends"
+grep -q fuse3 "$work/depends" || fail "Depends lacks fuse3"
+grep -q libfuse3-3 "$work/depends" || fail "Depends lacks libfuse3-3"
+grep -Eq 'libspdlog|libfmt' "$work/depends" || fail "Depends lacks the spdlog/fmt runtime"
+
+echo "== dpkg -i"
+dpkg -i "$deb" >/dev/null
+installed=1
+dpkg -L gguf-mount > "$work/files"
+for f in /usr/bin/gguf-mount /usr/sbin/mount.fuse.gguf-mount /lib/systemd/system/gguf-mount@.service \
+         /usr/share/man/man1/gguf-mount.1.gz /usr/share/bash-completion/completions/gguf-mount; do
+  [ -e "$f" ] || fail "$f not installed"
+done
+gguf-mount --version
+man -w gguf-mount >/dev/null || fail "man gguf-mount not found"
+
+echo "== systemd-analyze verify"
+mkdir -p "$work/units"
+cp /lib/systemd/system/gguf-mount@.service "$work/units/"
+cp /usr/share/doc/gguf-mount/examples/mnt-models.mount.example "$work/units/mnt-models.mount"
+(cd "$work/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify \
+   /lib/systemd/system/gguf-mount@.service "$work/units/mnt-models.mount" 2>&1 | tee "$work/verify")
+# verify prints nothing for clean units; anything it says is a finding.
+[ ! -s "$work/verify" ] || fail "systemd-analyze verify reported problems"
+(cd "$work/units" && systemd-analyze verify gguf-mount@mnt-models.service 2>&1 | tee "$work/verify2")
+[ ! -s "$work/verify2" ] || fail "systemd-analyze verify reported problems for an instance"
+
+echo "== mount -t fuse.gguf-mount"
+mkdir -p "$work/src" "$mnt"
+cp "$fixtures"/kvzoo/t7/*.gguf "$work/src/"
+mount -t fuse.gguf-mount "$work/src" "$mnt" -o ro,allow_other,nofail,_netdev,x-systemd.automount
+grep " $mnt " /proc/mounts
+grep -q " $mnt fuse.gguf-mount ro," /proc/mounts || fail "not mounted as fuse.gguf-mount ro"
+grep " $mnt " /proc/mounts | grep -q allow_other || fail "allow_other was not passed through"
+[ "$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)" = "$expected" ] || fail "wrong merged sha256 via mount -t"
+umount "$mnt"
+grep -qs " $mnt " /proc/mounts && fail "still mounted after umount"
+
+echo "== mount --fstab"
+printf '# test fstab\n%s %s fuse.gguf-mount ro,nofail,noauto,_netdev,x-systemd.automount,comment=x 0 0\n' \
+  "$work/src" "$mnt" > "$work/fstab"
+mount --fstab "$work/fstab" "$mnt"
+[ "$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)" = "$expected" ] || fail "wrong merged sha256 via fstab"
+umount "$mnt"
+
+echo "== a killed daemon leaves a mount that fusermount3 -u clears"
+mount -t fuse.gguf-mount "$work/src" "$mnt"
+pid=$(pgrep -f "mount.fuse.gguf-mount $work/src $mnt" | head -1)
+[ -n "$pid" ] || fail "daemon not found"
+kill -9 "$pid"
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if stat "$mnt/kvzoo.gguf" 2>"$work/stat.err"; then fail "a dead mount still answered"; fi
+grep -q "Transport endpoint is not connected" "$work/stat.err" || cat "$work/stat.err"
+fusermount3 -u "$mnt"
+grep -qs " $mnt " /proc/mounts && fail "fusermount3 -u did not clear the dead mount"
+
+echo "== dpkg -r"
+dpkg -r gguf-mount >/dev/null
+installed=0
+left=0
+while read -r f; do
+  case "$f" in /|/.|/usr|/usr/*/|/lib|/sbin|/etc) continue;; esac
+  if [ -f "$f" ] || [ -L "$f" ]; then echo "left behind: $f"; left=1; fi
+done < "$work/files"
+[ "$left" = 0 ] || fail "files left after dpkg -r"
+hash -r
+command -v gguf-mount >/dev/null && fail "gguf-mount still on PATH after dpkg -r"
+echo "PASS"
