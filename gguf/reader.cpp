@@ -247,8 +247,9 @@ Header parse(Cursor& c, const std::string& name) {
     auto n_tensors = c.read<int64_t>("tensor count");
     auto n_kv = c.read<int64_t>("KV count");
     // Minimal encodings: KV = key len (8) + 1 key byte + type (4) + 1 value byte;
-    // tensor info = name len (8) + 1 byte + n_dims (4) + one dim (8) + type (4) + offset (8).
-    if (n_tensors < 0 || static_cast<uint64_t>(n_tensors) > c.left() / 33) {
+    // tensor info = name len (8) + 1 byte + n_dims (4) + no dim (n_dims 0 is legal) + type (4)
+    // + offset (8).
+    if (n_tensors < 0 || static_cast<uint64_t>(n_tensors) > c.left() / 25) {
         c.fail(Code::Truncated, "tensor count " + std::to_string(n_tensors) + " cannot fit in the " +
                                     std::to_string(c.left()) + " bytes left in the file", at);
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct ManifestCase {
     std::string merged_sha256;
     uint64_t merged_size = 0;
 };
+
+/// GoogleTest prints a parameterized case by its id ("kvzoo/t7") rather than its bytes.
+inline void PrintTo(const ManifestCase& c, std::ostream* os) { *os << c.id; }
 
 /// Every case of tests/fixtures/MANIFEST.json, in file order.
 std::vector<ManifestCase> manifest_cases();

@@ -265,3 +265,15 @@ TEST(Reader, BuilderProducesParsableFilesWithOtherAlignments) {
 }
 
 }  // namespace
+
+namespace {
+// ggml accepts a tensor info with n_dims 0 (a scalar: one element); so must the count check.
+TEST(Reader, ZeroDimensionalTensorIsAScalar) {
+    Bytes b;
+    b.preamble(3, 1, 0).str("s").u32(0).u32(0).u64(0).pad(32).raw(std::string(32, '\0'));
+    auto h = gguf::parse_header(b.str(), b.size(), "scalar.gguf");
+    ASSERT_EQ(h.tensors.size(), 1u);
+    EXPECT_EQ(h.tensors[0].n_dims, 0u);
+    EXPECT_EQ(h.tensors[0].nbytes, 4u);
+}
+}  // namespace
