@@ -38,7 +38,9 @@ const char* const kMergeHelpTail =
     "    truncation, duplicate tensors); errors name the offending file;\n"
     "  - GGUF_OUT is never overwritten: an existing file is refused before anything is read;\n"
     "  - the output is written to a hidden temporary file in the same directory, fsynced and\n"
-    "    renamed into place; on error or Ctrl-C nothing is left behind;\n"
+    "    renamed into place; on error or Ctrl-C nothing is left behind; after a kill -9 or a\n"
+    "    power loss only a hidden .GGUF_OUT.tmp-XXXXXX file can remain, and the next merge to\n"
+    "    the same GGUF_OUT removes it;\n"
     "  - --delete-splits removes the shards only after the merged file is complete, fsynced,\n"
     "    renamed and re-read successfully (the reference deletes each shard as it goes).\n"
     "Holes in sparse shards stay holes in the output. A progress bar is shown when stderr is a\n"
@@ -115,6 +117,11 @@ int merge(const std::string& first, const std::string& output, bool delete_split
         if (done >= vf.size() / 2 && done - n < vf.size() / 2) checkpoint("mid-copy");
     };
 
+    // Temporary files of earlier runs of this merge that were killed (kill -9, power loss):
+    // only ".NAME.tmp-XXXXXX" files of this output name that no live process has locked.
+    for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
+        spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+    }
     gguf::OutputFile out = gguf::OutputFile::create(output);
     checkpoint("temp-created");
     gguf::write_virtual_file(vf, out, wopt);

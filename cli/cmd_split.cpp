@@ -45,7 +45,10 @@ const char* const kSplitHelpTail =
     "  - existing shard files are never overwritten: if any output name exists, nothing is\n"
     "    written (the reference overwrites silently);\n"
     "  - all shards are written to hidden temporary files in the output directory, fsynced,\n"
-    "    and only then renamed to their final names; on error or Ctrl-C nothing is left behind;\n"
+    "    and only then renamed to their final names, shard 1 last; on error or Ctrl-C nothing is\n"
+    "    left behind; after a kill -9 or a power loss hidden .NAME.tmp-XXXXXX files can remain\n"
+    "    (the next split to the same names removes them), or, if killed while renaming, the\n"
+    "    last shards without shard 1;\n"
     "  - general.alignment other than 32 is honoured (the reference writes shards a strict\n"
     "    reader rejects); for alignment 32 the output is identical;\n"
     "  - an input that is itself one shard of a larger set is refused.\n"
@@ -94,6 +97,12 @@ int split(const SplitArgs& a) {
         std::fputs(gguf::split_summary(plans).c_str(), stdout);
         std::fflush(stdout);
     }
+    // Temporary files that killed earlier runs left for these names (see gguf/output.hpp).
+    for (const std::string& name : finals) {
+        for (const std::string& stale : gguf::remove_stale_temporaries(name)) {
+            spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+        }
+    }
 
     uint64_t total = 0;
     for (const auto& p : plans) total += p.layout.size();
@@ -135,17 +144,20 @@ int split(const SplitArgs& a) {
     }
     checkpoint("before-publish");
     if (cancelled()) throw gguf::Error(gguf::Code::Io, "interrupted before publishing", EINTR);
+    // Publish the last shard first and shard 1 last: readers of a set (merge, the mount, llama.cpp)
+    // start from shard 1, so a set interrupted here by kill -9 is never taken for a complete one.
     size_t published = 0;
     try {
-        for (auto& o : outs) {
-            o.publish(false);
+        for (size_t k = outs.size(); k-- > 0;) {
+            outs[k].publish(false);
             ++published;
+            if (published == 1 && outs.size() > 1) checkpoint("mid-publish");
         }
         gguf::sync_directory(gguf::dir_name(a.prefix));
     } catch (...) {
         // Take back the shards already published: they are ours (we refused existing names),
         // and an incomplete set must not look like a finished split.
-        for (size_t i = 0; i < published; ++i) ::unlink(finals[i].c_str());
+        for (size_t i = 0; i < published; ++i) ::unlink(finals[outs.size() - 1 - i].c_str());
         throw;
     }
     if (!a.quiet) {
@@ -223,6 +235,7 @@ int run_split(int argc, char** argv) {
     try {
         setup_logging(a.quiet ? "warn" : "info", false);
         install_cancel_handlers();
+        raise_open_file_limit();  // every shard's temporary file stays open (locked) until published
         return split(a);
     } catch (const gguf::Error& e) {
         if (cancelled()) {

@@ -36,7 +36,8 @@ void checkpoint(const char* name);
 gguf::WriteOptions write_options_from_env();
 
 /// Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit: a merge keeps every
-/// shard open, and sets of more than 1,000 shards exist while the usual soft limit is 1024.
+/// shard open, a split keeps every shard's (locked) temporary file open until it publishes them,
+/// and sets of more than 1,000 shards exist while the usual soft limit is 1024.
 /// Failures are ignored (opening then fails with a clear "Too many open files" naming a shard).
 void raise_open_file_limit();
 

@@ -1,6 +1,8 @@
 #include "gguf/output.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -230,37 +232,78 @@ private:
     std::unique_ptr<char[]> buffer_;
 };
 
+/// "DIR/.BASENAME.tmp-" for `final_path` (BASENAME cut to 200 bytes to stay within NAME_MAX),
+/// the prefix of every temporary file of that output; "DIR/" is empty for "/".
+std::string temp_prefix(const std::string& final_path) {
+    std::string dir = dir_name(final_path);
+    std::string base = base_name(final_path);
+    if (base.size() > 200) base.resize(200);  // keep ".BASE.tmp-XXXXXX" within NAME_MAX
+    return (dir == "/" ? std::string() : dir) + "/." + base + ".tmp-";
+}
+
+/// Number of random characters mkstemp puts at the end of the template.
+constexpr size_t kTempSuffix = 6;
+
 }  // namespace
 
 OutputFile OutputFile::create(const std::string& final_path) {
-    OutputFile f;
-    f.final_path_ = final_path;
     std::string dir = dir_name(final_path);
-    std::string base = base_name(final_path);
-    if (base.empty()) throw Error(Code::BadArgument, "'" + final_path + "' names a directory, not a file");
-    if (base.size() > 200) base.resize(200);  // keep ".BASE.tmp-XXXXXX" within NAME_MAX
-    std::string tmpl = (dir == "/" ? std::string() : dir) + "/." + base + ".tmp-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+    if (base_name(final_path).empty()) {
+        throw Error(Code::BadArgument, "'" + final_path + "' names a directory, not a file");
     }
-    f.fd_ = UniqueFd(fd);
-    f.temp_path_ = buf.data();
-    if (::fchmod(fd, 0666 & ~current_umask()) != 0) {
-        int e = errno;
-        f.discard();
-        throw_io(f.temp_path_ + ": cannot set permissions", e);
+    const std::string tmpl = temp_prefix(final_path) + std::string(kTempSuffix, 'X');
+    // A concurrent remove_stale_temporaries() may take the lock of a file we just created before
+    // we do, and delete it: then we create another one. It cannot happen twice in a row unless
+    // something deletes our files on purpose; give up after a few attempts.
+    for (int attempt = 0;; ++attempt) {
+        OutputFile f;
+        f.final_path_ = final_path;
+        std::vector<char> buf(tmpl.begin(), tmpl.end());
+        buf.push_back('\0');
+        int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+        }
+        f.fd_ = UniqueFd(fd);
+        f.temp_path_ = buf.data();
+        if (::fchmod(fd, 0666 & ~current_umask()) != 0) {
+            int e = errno;
+            f.discard();
+            throw_io(f.temp_path_ + ": cannot set permissions", e);
+        }
+        bool ours = true;
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno != EWOULDBLOCK && errno != EINTR) return f;  // no flock here (ENOLCK, EINVAL ...)
+            ours = false;  // somebody's stale-file cleanup holds it and is about to delete it
+        } else {
+            // Locked. Still ours? A cleanup may have locked, unlinked and released it first.
+            struct stat by_fd {}, by_path {};
+            ours = ::fstat(fd, &by_fd) == 0 && by_fd.st_nlink > 0 && ::lstat(f.temp_path_.c_str(), &by_path) == 0 &&
+                   by_path.st_dev == by_fd.st_dev && by_path.st_ino == by_fd.st_ino;
+        }
+        if (ours) {
+            // The lock belongs to the open file description: a duplicate keeps it after commit()
+            // closes fd_. Without a descriptor to spare (EMFILE) it ends at commit().
+            int lock_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+            if (lock_fd >= 0) f.lock_ = UniqueFd(lock_fd);
+            return f;
+        }
+        f.fd_ = UniqueFd();
+        f.lock_ = UniqueFd();
+        f.temp_path_.clear();  // not ours any more: do not unlink whatever is at that name now
+        if (attempt >= 8) {
+            throw Error(Code::Io, "cannot create a file in directory " + dir + " for " + final_path +
+                                      ": temporary files keep disappearing");
+        }
     }
-    return f;
 }
 
 OutputFile::OutputFile(OutputFile&& o) noexcept
     : final_path_(std::move(o.final_path_)),
       temp_path_(std::move(o.temp_path_)),
       fd_(std::move(o.fd_)),
+      lock_(std::move(o.lock_)),
       published_(o.published_) {
     o.temp_path_.clear();
     o.published_ = false;
@@ -272,6 +315,7 @@ OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
         final_path_ = std::move(o.final_path_);
         temp_path_ = std::move(o.temp_path_);
         fd_ = std::move(o.fd_);
+        lock_ = std::move(o.lock_);
         published_ = o.published_;
         o.temp_path_.clear();
         o.published_ = false;
@@ -284,9 +328,10 @@ OutputFile::~OutputFile() { discard(); }
 void OutputFile::discard() noexcept {
     fd_ = UniqueFd();
     if (!published_ && !temp_path_.empty()) {
-        ::unlink(temp_path_.c_str());
+        ::unlink(temp_path_.c_str());  // still locked: no cleanup can race with us
         temp_path_.clear();
     }
+    lock_ = UniqueFd();
 }
 
 void OutputFile::commit() {
@@ -312,6 +357,7 @@ void OutputFile::publish(bool sync_dir) {
     }
     published_ = true;
     temp_path_.clear();
+    lock_ = UniqueFd();
     if (sync_dir) sync_directory(dir_name(final_path_));
 }
 
@@ -334,6 +380,40 @@ void sync_directory(const std::string& dir) {
     if (fd < 0) throw_io(dir + ": cannot open directory to sync it", errno);
     UniqueFd guard(fd);
     if (::fsync(fd) != 0 && errno != EINVAL) throw_io(dir + ": fsync of the directory failed", errno);
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& final_path) {
+    std::vector<std::string> removed;
+    if (base_name(final_path).empty()) return removed;
+    const std::string dir = dir_name(final_path);
+    const std::string prefix = base_name(temp_prefix(final_path));  // ".BASENAME.tmp-"
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+    if (!d) return removed;
+    const int dfd = ::dirfd(d.get());
+    const uid_t me = ::geteuid();
+    while (const dirent* e = ::readdir(d.get())) {
+        const std::string name = e->d_name;
+        if (name.size() != prefix.size() + kTempSuffix || name.compare(0, prefix.size(), prefix) != 0) continue;
+        bool pattern = true;
+        for (size_t i = prefix.size(); i < name.size(); ++i) {
+            const char c = name[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) pattern = false;
+        }
+        if (!pattern) continue;
+        const int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) continue;
+        UniqueFd guard(fd);
+        struct stat by_fd {}, by_name {};
+        if (::fstat(fd, &by_fd) != 0 || !S_ISREG(by_fd.st_mode) || by_fd.st_uid != me) continue;
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) continue;  // a live writer, or no flock here
+        // Unlink only the file we locked (the name might have been reused meanwhile).
+        if (::fstatat(dfd, name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) != 0 || by_name.st_dev != by_fd.st_dev ||
+            by_name.st_ino != by_fd.st_ino) {
+            continue;
+        }
+        if (::unlinkat(dfd, name.c_str(), 0) == 0) removed.push_back((dir == "/" ? std::string() : dir) + "/" + name);
+    }
+    return removed;
 }
 
 }  // namespace gguf

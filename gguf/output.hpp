@@ -10,13 +10,18 @@
 //  4. an OutputFile that was not published removes its temporary file when destroyed (errors,
 //     exceptions, and a cancellation requested through WriteOptions::cancel, e.g. by a
 //     SIGINT/SIGTERM handler). A kill -9 can leave only a dot-named temporary file, never a
-//     complete-looking file under the final name.
+//     complete-looking file under the final name;
+//  5. while it exists, an OutputFile holds an exclusive flock(2) on its temporary file (released
+//     by the kernel when the process dies, even by SIGKILL). remove_stale_temporaries() deletes
+//     the temporary files of earlier, killed runs for the same final name: only those nobody
+//     holds a lock on, so a concurrent run writing the same name is never disturbed.
 #pragma once
 
 #include <csignal>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "gguf/virtual_file.hpp"
 
@@ -26,9 +31,11 @@ namespace gguf {
 class OutputFile {
 public:
     /// Creates the temporary file ".BASENAME.tmp-XXXXXX" (mode 0666 & ~umask) in the directory
-    /// of `final_path`. Does not check whether `final_path` exists (see ensure_absent and
-    /// publish). Throws gguf::Error(Code::Io) naming the directory when it cannot be created
-    /// (missing directory, no permission, read-only file system, ...).
+    /// of `final_path` and locks it (flock LOCK_EX; kept until publish() or discard(); on a file
+    /// system without flock the file is simply not locked). Does not check whether `final_path`
+    /// exists (see ensure_absent and publish). Throws gguf::Error(Code::Io) naming the directory
+    /// when it cannot be created (missing directory, no permission, read-only file system,
+    /// no space or inodes left, ...).
     static OutputFile create(const std::string& final_path);
 
     OutputFile(OutputFile&& o) noexcept;
@@ -64,8 +71,21 @@ private:
     std::string final_path_;
     std::string temp_path_;
     UniqueFd fd_;
+    UniqueFd lock_;  // a second descriptor of the temporary file: keeps the flock after commit()
     bool published_ = false;
 };
+
+/// Removes the temporary files that earlier runs killed before publishing (kill -9, power loss)
+/// left for `final_path`. A file is removed only when all of these hold:
+///  - it is in the directory of `final_path` and its name is exactly ".BASENAME.tmp-XXXXXX",
+///    where BASENAME is the base name of `final_path` as OutputFile::create forms it and
+///    XXXXXX six letters or digits (mkstemp's pattern); nothing else is ever touched;
+///  - it is a regular file (not a symlink: never followed) owned by the effective user;
+///  - its flock can be taken without waiting: no live OutputFile, in this or another process,
+///    is writing it (a file system without flock keeps every such file: nothing is removed).
+/// Never throws gguf::Error: files that cannot be checked or removed are skipped. Returns the
+/// paths removed.
+std::vector<std::string> remove_stale_temporaries(const std::string& final_path);
 
 /// Called after each chunk with the number of bytes just produced (written, or skipped as a
 /// hole). The sum over a write equals the virtual file's size.

@@ -1,8 +1,13 @@
 // gguf::write_virtual_file and gguf::OutputFile: same bytes with every copy method, holes kept,
 // truncation detected, cancellation and errors leave nothing behind, publish never overwrites.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -179,6 +184,97 @@ TEST(Output, MissingDirectoryIsAnIoErrorNamingIt) {
         EXPECT_EQ(e.code(), gguf::Code::Io);
         EXPECT_NE(std::string(e.what()).find("no/such/dir"), std::string::npos) << e.what();
     }
+}
+
+// ---- stale temporary files of killed runs ---------------------------------------------------------
+
+TEST(Output, RemovesOnlyUnlockedTemporariesOfTheSameNameAndPattern) {
+    gguf_test::TempDir tmp;
+    const std::string final_path = tmp / "merged.gguf";
+    const auto vf = kvzoo_merged();
+    // A live writer for the same name, already committed (its descriptor is closed: the lock must
+    // survive that), and one still writing.
+    auto committed = gguf::OutputFile::create(final_path);
+    gguf::write_virtual_file(vf, committed);
+    committed.commit();
+    auto writing = gguf::OutputFile::create(final_path);
+    // Left by killed runs: these two must go.
+    gguf_test::write_file(tmp / ".merged.gguf.tmp-Ab12cD", "stale");
+    gguf_test::write_file(tmp / ".merged.gguf.tmp-zzzzzz", "stale too");
+    // Look-alikes and things that are not ours: all must stay.
+    const std::vector<std::string> keep = {
+        ".merged.gguf.tmp-abc",      ".merged.gguf.tmp-abcdefg", ".merged.gguf.tmp-ab-def",
+        "merged.gguf.tmp-abcdef",    ".other.gguf.tmp-abcdef",   ".merged.gguf.tmp-abcde",
+        ".merged.gguf.tmp-link00",   ".merged.gguf.tmp-dir000",  ".merged.gguf.tmp-held00",
+        "target"};
+    for (const auto& n : keep) {
+        if (n == ".merged.gguf.tmp-link00" || n == ".merged.gguf.tmp-dir000") continue;
+        gguf_test::write_file(tmp / n, "keep");
+    }
+    ASSERT_EQ(::symlink((tmp / "target").c_str(), (tmp / ".merged.gguf.tmp-link00").c_str()), 0);
+    ASSERT_EQ(::mkdir((tmp / ".merged.gguf.tmp-dir000").c_str(), 0755), 0);
+    // Another writer's lock (a separate open file description conflicts even in this process).
+    int held = ::open((tmp / ".merged.gguf.tmp-held00").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX), 0);
+
+    std::vector<std::string> removed = gguf::remove_stale_temporaries(final_path);
+    std::sort(removed.begin(), removed.end());
+    EXPECT_EQ(removed, (std::vector<std::string>{tmp / ".merged.gguf.tmp-Ab12cD", tmp / ".merged.gguf.tmp-zzzzzz"}));
+    ::close(held);
+    for (const auto& n : keep) EXPECT_EQ(::access((tmp / n).c_str(), F_OK), 0) << n;
+    EXPECT_EQ(::access(committed.temp_path().c_str(), F_OK), 0) << "removed a committed, unpublished file";
+    EXPECT_EQ(::access(writing.temp_path().c_str(), F_OK), 0) << "removed a file being written";
+    EXPECT_EQ(gguf_test::read_file(tmp / "target"), "keep");
+
+    // The live writers are unharmed: one publishes, the other is refused and removes its file.
+    committed.publish();
+    EXPECT_EQ(gguf_test::sha256_file(final_path), "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f");
+    gguf::write_virtual_file(vf, writing);
+    EXPECT_THROW(writing.publish(), gguf::Error);
+    const std::string writing_temp = writing.temp_path();
+    writing.discard();
+    EXPECT_EQ(::access(writing_temp.c_str(), F_OK), -1);
+    // The file whose lock was released above is now stale like the others.
+    EXPECT_EQ(gguf::remove_stale_temporaries(final_path), std::vector<std::string>{tmp / ".merged.gguf.tmp-held00"});
+    EXPECT_TRUE(gguf::remove_stale_temporaries(tmp / "no-such-dir/x.gguf").empty());
+}
+
+TEST(Output, TemporaryOfAProcessKilledWithSigkillIsRemovedOnlyAfterItDied) {
+    gguf_test::TempDir tmp;
+    const std::string final_path = tmp / "m.gguf";
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(ready[0]);
+        auto out = gguf::OutputFile::create(final_path);  // locked while this process lives
+        char ok = 1;
+        if (::write(ready[1], &ok, 1) != 1) ::_exit(2);
+        for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char ok = 0;
+    ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+    ::close(ready[0]);
+    EXPECT_TRUE(gguf::remove_stale_temporaries(final_path).empty()) << "removed the file of a live process";
+    EXPECT_EQ(list_dir(tmp.path()).size(), 1u);
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_EQ(list_dir(tmp.path()).size(), 1u) << "kill -9 leaves the temporary file";
+    EXPECT_EQ(gguf::remove_stale_temporaries(final_path).size(), 1u);
+    EXPECT_TRUE(list_dir(tmp.path()).empty());
+}
+
+TEST(Output, TemporaryOfAnotherUserIsKept) {
+    if (::geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
+    gguf_test::TempDir tmp;
+    gguf_test::write_file(tmp / ".m.gguf.tmp-abcdef", "theirs");
+    ASSERT_EQ(::chown((tmp / ".m.gguf.tmp-abcdef").c_str(), 65534, 65534), 0);
+    EXPECT_TRUE(gguf::remove_stale_temporaries(tmp / "m.gguf").empty());
+    EXPECT_EQ(gguf_test::read_file(tmp / ".m.gguf.tmp-abcdef"), "theirs");
 }
 
 }  // namespace
