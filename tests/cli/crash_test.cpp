@@ -31,10 +31,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/file_io.hpp"
-#include "gguf/format.hpp"
-#include "gguf/header.hpp"
-#include "gguf/writer.hpp"
+#include "support/dense_model.hpp"
 #include "support/support.hpp"
 
 extern char** environ;
@@ -67,45 +64,6 @@ bool is_temp_of(const std::string& name, const std::string& final_name) {
     if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) return false;
     return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
                        [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
-}
-
-/// Writes a GGUF v3 model whose tensor data is dense pseudo-random bytes (no holes, no zeros
-/// runs), so that any missing, zero-filled or misplaced byte changes the sha256.
-void write_dense_model(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& f32_tensors,
-                       uint64_t seed) {
-    std::vector<gguf::KeyValue> kvs = {{"general.architecture", gguf::Value::string("synthetic")}};
-    std::vector<gguf::TensorInfo> infos;
-    uint64_t offset = 0;
-    for (const auto& [name, n] : f32_tensors) {
-        gguf::TensorInfo ti;
-        ti.name = name;
-        ti.n_dims = 1;
-        ti.ne[0] = n;
-        ti.type = 0;
-        ti.nbytes = static_cast<uint64_t>(n) * 4;
-        ti.offset = offset;
-        offset += gguf::align_up(ti.nbytes, 32);
-        infos.push_back(ti);
-    }
-    const std::string header = gguf::render_header(kvs, infos, 32);
-    gguf::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    ASSERT_TRUE(fd) << path << ": " << std::strerror(errno);
-    ASSERT_EQ(gguf::write_full(fd.get(), header.data(), header.size()), 0);
-    std::mt19937_64 rng(seed);
-    std::vector<uint64_t> chunk((uint64_t{1} << 20) / 8);
-    for (const auto& t : infos) {
-        uint64_t left = gguf::align_up(t.nbytes, 32);
-        uint64_t data_left = t.nbytes;
-        while (left > 0) {
-            for (auto& w : chunk) w = rng();
-            const uint64_t n = std::min<uint64_t>(left, chunk.size() * 8);
-            auto* bytes = reinterpret_cast<char*>(chunk.data());
-            if (data_left < n) std::memset(bytes + data_left, 0, n - data_left);  // the padding
-            ASSERT_EQ(gguf::write_full(fd.get(), bytes, n), 0);
-            left -= n;
-            data_left -= std::min(data_left, n);
-        }
-    }
 }
 
 /// Starts gguf-mount with `args` and the extra environment `env`; stdio on /dev/null except
@@ -313,7 +271,7 @@ TEST(CrashSafety, KillNineAtRandomMomentsAndEveryCheckpointLosesNothing) {
     // per shard: three shards, the middle one large.
     Reference ref;
     ref.model = ref.dir / "model.gguf";
-    write_dense_model(ref.model, {{"head", 3000}, {"body", (int64_t{32} << 20) - 5000}, {"tail", 777}}, seed);
+    gguf_test::write_dense_model(ref.model, {{"head", 3000}, {"body", (int64_t{32} << 20) - 5000}, {"tail", 777}}, seed);
     ref.model_sha = gguf_test::sha256_file(ref.model);
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "-q", "--split-max-tensors", "1", ref.model,
                              ref.dir / kPrefix});
