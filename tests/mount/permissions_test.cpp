@@ -1,0 +1,398 @@
+// Who may do what through a real mount of the gguf-mount binary:
+//  - the mount is read-only for everyone, root included (EROFS for every modification), and
+//    /proc/self/mountinfo shows ro and default_permissions;
+//  - without -o allow_other no other user can even stat the mount (EACCES from FUSE);
+//  - with -o allow_other another user reads exactly what the shards let them read: a merged
+//    file carries the owner and group of its first shard and the most restrictive permission
+//    bits of all its shards, without write or execute bits, and the kernel enforces them
+//    (default_permissions);
+//  - nothing but the merged files is reachable through the mount ("..", shard names, other files
+//    of SOURCE, names below a file).
+// The other user is uid/gid 65534 (nobody/nogroup), in a forked child that drops privileges.
+// Needs root (to switch users and to chown shards) and FUSE; skipped otherwise.
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gguf/file_io.hpp"
+#include "mount/mount_harness.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_test::fixture;
+using mount_test::find_mount;
+using mount_test::list_dir;
+
+constexpr uid_t kNobody = 65534;
+constexpr gid_t kNogroup = 65534;
+constexpr int kDropFailed = -1000;
+constexpr int kTimedOut = -1001;
+constexpr int kWrongBytes = -1002;
+
+/// Runs `fn` in a forked child whose uid and gid are `uid`/`gid`, with no supplementary groups,
+/// and returns what it returned: 0 for success or an errno value (or kWrongBytes). Returns
+/// kDropFailed if the child could not switch users, kTimedOut (after killing it) if it did not
+/// answer within 20 s. Only async-signal-safe work and plain file I/O happen in the child.
+int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return kDropFailed;
+    pid_t pid = ::fork();
+    if (pid < 0) return kDropFailed;
+    if (pid == 0) {
+        ::close(p[0]);
+        int r = kDropFailed;
+        if (::setgroups(0, nullptr) == 0 && ::setgid(gid) == 0 && ::setuid(uid) == 0 && ::geteuid() == uid &&
+            ::getegid() == gid) {
+            r = fn();
+        }
+        if (::write(p[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(2);
+        ::_exit(0);
+    }
+    ::close(p[1]);
+    int r = kTimedOut;
+    pollfd pf{p[0], POLLIN, 0};
+    if (::poll(&pf, 1, 20000) == 1 && ::read(p[0], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) r = kDropFailed;
+    ::close(p[0]);
+    if (r == kTimedOut) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return r;
+}
+
+/// 0 if `path` stats, else errno.
+int stat_errno(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? 0 : errno;
+}
+
+/// 0 if `path` opens with `flags` (closed again), else errno.
+int open_errno(const std::string& path, int flags) {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    ::close(fd);
+    return 0;
+}
+
+/// Reads all of `path` and compares it with `want`: 0 when equal, kWrongBytes when not, errno
+/// when open or read fails.
+int read_equals(const std::string& path, const std::string& want) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    char buf[65536];
+    size_t pos = 0;
+    int r = 0;
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            r = errno;
+            break;
+        }
+        if (n == 0) {
+            if (pos != want.size()) r = kWrongBytes;
+            break;
+        }
+        if (pos + static_cast<size_t>(n) > want.size() || std::memcmp(buf, want.data() + pos, static_cast<size_t>(n)) != 0) {
+            r = kWrongBytes;
+            break;
+        }
+        pos += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return r;
+}
+
+std::string errno_name(int e) {
+    if (e == 0) return "success";
+    if (e == kDropFailed) return "could not switch user";
+    if (e == kTimedOut) return "timed out";
+    if (e == kWrongBytes) return "wrong bytes";
+    return std::strerror(e);
+}
+
+/// Comma-separated `options` contains `opt` as a whole item.
+bool has_option(const std::string& options, const std::string& opt) {
+    std::stringstream ss(options);
+    std::string o;
+    while (std::getline(ss, o, ',')) {
+        if (o == opt) return true;
+    }
+    return false;
+}
+
+class Permissions : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (::geteuid() != 0) GTEST_SKIP() << "switching to another user and chown need root";
+        std::string why;
+        if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
+        std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp_.path().c_str(), nullptr), &std::free);
+        ASSERT_TRUE(real);
+        root_ = real.get();
+        // Other users must be able to walk to the mount point: the EACCES we test must come from
+        // FUSE, not from a 0700 parent directory.
+        ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
+        data_ = root_ + "/data";
+        src_ = data_ + "/src";
+        mnt_ = root_ + "/mnt";
+        for (const auto& d : {data_, src_, mnt_}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+        log_ = root_ + "/daemon.log";
+        ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(root_); }), 0)
+            << "uid " << kNobody << " cannot reach " << root_;
+    }
+
+    void TearDown() override {
+        if (mnt_.empty()) return;
+        if (daemon_.running() || find_mount(mnt_)) daemon_.stop(mnt_);
+        EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
+    }
+
+    /// Copies the shards of the manifest case `case_id` into src_, renamed to PREFIX-0000k-...,
+    /// with owner `uid`:`gid` and mode `mode` (`mode_of_first` for the first shard if non-zero).
+    void add_set(const std::string& case_id, const std::string& prefix, uid_t uid, gid_t gid, mode_t mode,
+                 mode_t mode_of_first = 0, uid_t uid_of_first = static_cast<uid_t>(-1)) {
+        for (const auto& c : gguf_test::manifest_cases()) {
+            if (c.id != case_id) continue;
+            for (size_t i = 0; i < c.shards.size(); ++i) {
+                const std::string base = gguf::base_name(c.shards[i]);
+                const std::string to = src_ + "/" + prefix + base.substr(base.find('-'));
+                gguf_test::copy_file(fixture(c.shards[i]), to);
+                const bool first = i == 0;
+                ASSERT_EQ(::chown(to.c_str(), first && uid_of_first != static_cast<uid_t>(-1) ? uid_of_first : uid, gid), 0);
+                ASSERT_EQ(::chmod(to.c_str(), first && mode_of_first ? mode_of_first : mode), 0);
+            }
+            return;
+        }
+        FAIL() << "no manifest case " << case_id;
+    }
+
+    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}) {
+        std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), src_, mnt_, "-f"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        if (!daemon_.start(argv, log_)) return ::testing::AssertionFailure() << "cannot start the daemon";
+        if (!daemon_.wait_mounted(mnt_)) {
+            std::ifstream in(log_);
+            std::stringstream ss;
+            ss << in.rdbuf();
+            return ::testing::AssertionFailure() << "not mounted; log:\n" << ss.str();
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    gguf_test::TempDir tmp_;
+    std::string root_, data_, src_, mnt_, log_;
+    mount_test::Daemon daemon_;
+};
+
+std::string kvzoo_reference() { return gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")); }
+
+TEST_F(Permissions, ReadOnlyForRootTooAndMountinfoShowsRoAndDefaultPermissions) {
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);
+    ASSERT_TRUE(mount());
+    auto entry = find_mount(mnt_);
+    ASSERT_TRUE(entry);
+    EXPECT_TRUE(has_option(entry->mount_options, "ro")) << entry->mount_options;
+    EXPECT_TRUE(has_option(entry->super_options, "ro")) << entry->super_options;
+    EXPECT_TRUE(has_option(entry->super_options, "default_permissions")) << entry->super_options;
+    EXPECT_FALSE(has_option(entry->super_options, "allow_other")) << entry->super_options;
+
+    const std::string f = mnt_ + "/kvzoo.gguf";
+    ASSERT_EQ(read_equals(f, kvzoo_reference()), 0);
+    // Root: capabilities do not matter on a read-only mount.
+    struct Case {
+        const char* what;
+        std::function<int()> op;
+    };
+    const std::string other = mnt_ + "/other.gguf";
+    const Case cases[] = {
+        {"open O_WRONLY", [&] { return open_errno(f, O_WRONLY); }},
+        {"open O_RDWR", [&] { return open_errno(f, O_RDWR); }},
+        {"open O_RDONLY|O_TRUNC", [&] { return open_errno(f, O_RDONLY | O_TRUNC); }},
+        {"open O_CREAT new", [&] { return open_errno(other, O_WRONLY | O_CREAT); }},
+        {"truncate", [&] { return ::truncate(f.c_str(), 0) == 0 ? 0 : errno; }},
+        {"unlink", [&] { return ::unlink(f.c_str()) == 0 ? 0 : errno; }},
+        {"rename", [&] { return ::rename(f.c_str(), other.c_str()) == 0 ? 0 : errno; }},
+        {"link", [&] { return ::link(f.c_str(), other.c_str()) == 0 ? 0 : errno; }},
+        {"symlink", [&] { return ::symlink("kvzoo.gguf", other.c_str()) == 0 ? 0 : errno; }},
+        {"mkdir", [&] { return ::mkdir((mnt_ + "/d").c_str(), 0755) == 0 ? 0 : errno; }},
+        {"mknod fifo", [&] { return ::mknod(other.c_str(), S_IFIFO | 0644, 0) == 0 ? 0 : errno; }},
+        {"chmod", [&] { return ::chmod(f.c_str(), 0644) == 0 ? 0 : errno; }},
+        {"chmod root", [&] { return ::chmod(mnt_.c_str(), 0777) == 0 ? 0 : errno; }},
+        {"chown", [&] { return ::chown(f.c_str(), 1, 1) == 0 ? 0 : errno; }},
+        {"utimes", [&] { return ::utimensat(AT_FDCWD, f.c_str(), nullptr, 0) == 0 ? 0 : errno; }},
+        {"setxattr", [&] { return ::setxattr(f.c_str(), "user.x", "1", 1, 0) == 0 ? 0 : errno; }},
+        {"access W_OK", [&] { return ::access(f.c_str(), W_OK) == 0 ? 0 : errno; }},
+    };
+    for (const auto& c : cases) {
+        int e = c.op();
+        EXPECT_EQ(e, EROFS) << "root: " << c.what << ": " << errno_name(e);
+    }
+    // Nothing changed.
+    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"});
+    EXPECT_EQ(read_equals(f, kvzoo_reference()), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat(f.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0444u);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, WithoutAllowOtherAnotherUserCannotEvenStat) {
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);  // world-readable shards: only FUSE can refuse
+    ASSERT_TRUE(mount());
+    const std::string f = mnt_ + "/kvzoo.gguf";
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(mnt_); }), EACCES);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(f); }), EACCES);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(f, O_RDONLY); }), EACCES);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(mnt_, O_RDONLY | O_DIRECTORY); }), EACCES);
+    // The shards themselves are readable by that user: the mount does not widen, it narrows.
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/kvzoo-00001-of-00007.gguf", O_RDONLY); }), 0);
+    // The mounting user (root) reads it.
+    EXPECT_EQ(read_equals(f, kvzoo_reference()), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, WithAllowOtherAnotherUserReadsExactlyWhatTheShardsAllow) {
+    const std::string kvzoo = kvzoo_reference();
+    const std::string notensors = gguf_test::read_file(fixture("notensors/merged-reference.gguf"));
+    add_set("kvzoo/t7", "open", 0, 0, 0644);                         // world-readable
+    add_set("kvzoo/t7", "closed", 0, 0, 0640);                       // root:root 0640
+    add_set("kvzoo/t7", "onetight", 0, 0, 0644, 0600);               // one shard 0600 spoils it
+    add_set("notensors/t7", "grouped", 0, kNogroup, 0640);           // readable through the group
+    add_set("kvzoo/t7", "exec", 0, 0, 0755);                         // no exec bit, no write bit
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+    auto entry = find_mount(mnt_);
+    ASSERT_TRUE(entry);
+    EXPECT_TRUE(has_option(entry->super_options, "allow_other")) << entry->super_options;
+    EXPECT_TRUE(has_option(entry->super_options, "default_permissions")) << entry->super_options;
+    EXPECT_TRUE(has_option(entry->mount_options, "ro")) << entry->mount_options;
+    EXPECT_EQ(list_dir(mnt_),
+              (std::vector<std::string>{"closed.gguf", "exec.gguf", "grouped.gguf", "onetight.gguf", "open.gguf"}));
+
+    struct Want {
+        const char* name;
+        mode_t mode;
+        gid_t gid;
+        int nobody_read;  // 0 or errno
+        const std::string* bytes;
+    };
+    const Want wants[] = {
+        {"open.gguf", 0444, 0, 0, &kvzoo},
+        {"closed.gguf", 0440, 0, EACCES, &kvzoo},
+        {"onetight.gguf", 0400, 0, EACCES, &kvzoo},
+        {"grouped.gguf", 0440, kNogroup, 0, &notensors},
+        {"exec.gguf", 0444, 0, 0, &kvzoo},
+    };
+    for (const auto& w : wants) {
+        const std::string path = mnt_ + "/" + w.name;
+        struct stat st {};
+        ASSERT_EQ(::stat(path.c_str(), &st), 0) << w.name;
+        EXPECT_EQ(st.st_mode & 07777, w.mode) << w.name;
+        EXPECT_EQ(st.st_uid, 0u) << w.name;
+        EXPECT_EQ(st.st_gid, w.gid) << w.name;
+        // Root reads everything (CAP_DAC_OVERRIDE), byte-exact.
+        EXPECT_EQ(read_equals(path, *w.bytes), 0) << w.name;
+        // The other user: stat works (the directory is 0555), reading is what the modes say,
+        // writing never.
+        EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(path); }), 0) << w.name;
+        const std::string& bytes = *w.bytes;
+        int r = as_user(kNobody, kNogroup, [&] { return read_equals(path, bytes); });
+        EXPECT_EQ(r, w.nobody_read) << w.name << ": " << errno_name(r);
+        r = as_user(kNobody, kNogroup, [&] { return open_errno(path, O_WRONLY); });
+        EXPECT_TRUE(r == EROFS || r == EACCES) << w.name << ": " << errno_name(r);
+        r = as_user(kNobody, kNogroup, [&] { return ::access(path.c_str(), X_OK) == 0 ? 0 : errno; });
+        EXPECT_EQ(r, EACCES) << w.name << ": executable";
+    }
+    // And the direct way agrees: the user can read a shard of "open" but not one of "closed".
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/open-00003-of-00007.gguf", O_RDONLY); }), 0);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/closed-00003-of-00007.gguf", O_RDONLY); }),
+              EACCES);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+// Known gap (fs/filesystem.cpp file_attributes, owned by the fs/ rewrite): the merged file takes
+// the owner of the FIRST shard and the AND of all modes. When shard 1 belongs to user U and a
+// later shard belongs to someone else with mode 0600, U can read the merged file (owner bit
+// 0400 and uid U) although U cannot read that shard directly: access is widened. Enable this
+// test once the attributes account for differing owners (e.g. owner bits only from shards
+// owned by the same uid, group bits only from shards of the same gid, otherwise the
+// more restrictive class).
+TEST_F(Permissions, DISABLED_MixedOwnersNeverWidenAccess) {
+    add_set("kvzoo/t7", "mixed", 0, 0, 0600, 0600, kNobody);  // shard 1 nobody's, the rest root's 0600
+    ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/mixed-00002-of-00007.gguf", O_RDONLY); }),
+              EACCES);
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/mixed.gguf", O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << "uid " << kNobody << " reads, through the mount, shards it cannot read directly";
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, NothingOutsideTheMergedFilesIsReachable) {
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);
+    gguf_test::write_file(src_ + "/secret.txt", "in SOURCE, not a shard");
+    gguf_test::write_file(data_ + "/secret.txt", "next to SOURCE");
+    ASSERT_EQ(::mkdir((src_ + "/sub").c_str(), 0755), 0);
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"});
+    // ".." of the mount root is the mount point's parent (the kernel resolves it above the
+    // mount), never SOURCE or SOURCE's parent.
+    struct stat dotdot {}, parent {}, data {}, src {};
+    ASSERT_EQ(::stat((mnt_ + "/..").c_str(), &dotdot), 0);
+    ASSERT_EQ(::stat(root_.c_str(), &parent), 0);
+    ASSERT_EQ(::stat(data_.c_str(), &data), 0);
+    ASSERT_EQ(::stat(src_.c_str(), &src), 0);
+    EXPECT_TRUE(dotdot.st_dev == parent.st_dev && dotdot.st_ino == parent.st_ino);
+    EXPECT_FALSE(dotdot.st_dev == data.st_dev && dotdot.st_ino == data.st_ino);
+    EXPECT_FALSE(dotdot.st_dev == src.st_dev && dotdot.st_ino == src.st_ino);
+    {
+        int dfd = ::open(mnt_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_GE(dfd, 0);
+        struct stat via_fd {};
+        EXPECT_EQ(::fstatat(dfd, "..", &via_fd, 0), 0);
+        EXPECT_TRUE(via_fd.st_dev == parent.st_dev && via_fd.st_ino == parent.st_ino);
+        // Going up and down again is the ordinary path outside the mount, not something served.
+        struct stat mnt_st {};
+        ASSERT_EQ(::fstat(dfd, &mnt_st), 0);
+        EXPECT_EQ(::fstatat(dfd, "../data/src/secret.txt", &via_fd, 0), 0);
+        EXPECT_NE(via_fd.st_dev, mnt_st.st_dev);
+        ::close(dfd);
+    }
+    // Every other name is absent: shard names, other files and directories of SOURCE, names of
+    // its parent, hidden and odd names. Names below the file are not directories.
+    for (const char* name : {"kvzoo-00001-of-00007.gguf", "secret.txt", "sub", "src", "data", ".", "...", ".kvzoo.gguf",
+                             "kvzoo", "KVZOO.GGUF", "kvzoo.gguf.", " kvzoo.gguf"}) {
+        if (std::string(name) == ".") continue;
+        EXPECT_EQ(stat_errno(mnt_ + "/" + name), ENOENT) << name;
+        EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(mnt_ + "/" + name); }), ENOENT) << name;
+    }
+    for (const char* below : {"/kvzoo.gguf/", "/kvzoo.gguf/..", "/kvzoo.gguf/x", "/kvzoo.gguf/../kvzoo.gguf"}) {
+        EXPECT_EQ(stat_errno(mnt_ + below), ENOTDIR) << below;
+    }
+    // The mount root and the file are what they claim, for root and for the other user.
+    struct stat root_st {};
+    ASSERT_EQ(::stat(mnt_.c_str(), &root_st), 0);
+    EXPECT_EQ(root_st.st_mode & 07777, 0555u);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return read_equals(mnt_ + "/kvzoo.gguf", kvzoo_reference()); }), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+}  // namespace
