@@ -115,6 +115,12 @@ VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<Log
     return out;
 }
 
+VirtualLayout concatenation_layout(const LogicalFile& file) {
+    VirtualLayout layout;
+    for (uint32_t i = 0; i < file.parts.size(); ++i) layout.append_source(i, 0, file.parts[i].size);
+    return layout;
+}
+
 std::vector<FilePart> flattened_parts(const std::vector<LogicalFile>& files) {
     std::vector<FilePart> out;
     for (const auto& f : files) out.insert(out.end(), f.parts.begin(), f.parts.end());

@@ -103,6 +103,10 @@ private:
 /// past its end.
 VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<LogicalFile>& files);
 
+/// The layout of `file` served as it is: one Source extent per non-empty part (source = part
+/// index, offset 0). Pure.
+VirtualLayout concatenation_layout(const LogicalFile& file);
+
 /// The physical parts of `files`, in the order flatten_sources numbers them.
 std::vector<FilePart> flattened_parts(const std::vector<LogicalFile>& files);
 

@@ -51,9 +51,7 @@ VirtualFile VirtualFile::open(VirtualLayout layout, const std::vector<FilePart>&
 VirtualFile VirtualFile::merged(const SplitSet& set) { return open(plan_merge(set), set_parts(set)); }
 
 VirtualFile VirtualFile::concatenation(const LogicalFile& file) {
-    VirtualLayout layout;
-    for (uint32_t i = 0; i < file.parts.size(); ++i) layout.append_source(i, 0, file.parts[i].size);
-    return open(std::move(layout), file.parts);
+    return open(concatenation_layout(file), file.parts);
 }
 
 bool VirtualFile::source_changed(uint32_t index) const noexcept {
