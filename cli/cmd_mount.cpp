@@ -53,7 +53,7 @@ struct FilteredOptions {
 /// FUSE 2's nonempty, and "ro" and "default_permissions" (always added).
 /// Dropped with a warning: "rw" (the mount is read-only), "max_read=*" (fixed at 1 MiB to
 /// match the daemon's buffers) and empty items.
-FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
+[[maybe_unused]] FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
     static const std::set<std::string> mount8_only = {
         "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
         "ro", "default_permissions",
@@ -83,7 +83,7 @@ FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
     return out;
 }
 
-std::string real_path(const std::string& p) {
+[[maybe_unused]] std::string real_path(const std::string& p) {
     std::unique_ptr<char, decltype(&std::free)> r(::realpath(p.c_str(), nullptr), &std::free);
     return r ? std::string(r.get()) : p;
 }

@@ -106,6 +106,8 @@ struct SetScan {
 /// Finds every split set in directory `dir` (not recursive): each distinct prefix among the
 /// names matching the shard pattern is one candidate, validated with SplitSet::open. Candidates
 /// whose first shard is absent are reported with an error naming it. Sorted by name.
+/// Plain shard files only: the mount and `check` use gguf::build_catalog (gguf/catalog.hpp),
+/// which also handles byte-split shards, nested folders, links and name clashes.
 /// Throws gguf::Error(Io) when `dir` cannot be listed.
 std::vector<SetScan> scan_directory(const std::string& dir);
 

@@ -61,8 +61,9 @@ public:
     /// failed. A source that was deleted or renamed over keeps serving its old content through
     /// the open descriptor. Thread-safe, never allocates, never throws.
     ///
-    /// Cost of the change check: one fstat(2) per source piece of a request (measured below
-    /// 1 % of a 128 KiB read from the page cache).
+    /// Cost of the change check: one fstat(2) per source piece of a request. Measured through
+    /// the mount (O_DIRECT dd of a page-cached 1 GiB file, 128 KiB and 1 MiB requests, 2.7-3.8
+    /// GB/s either way): no difference above the run-to-run noise of about 10 %.
     ssize_t read(uint64_t offset, size_t len, char* dst, uint32_t* failed_source = nullptr) const noexcept;
 
 private:
