@@ -85,8 +85,15 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
         bool ok = fd >= 0 && (n.file->size() == 0 || ::pread(fd, &byte, 1, 0) == 1);
         int err = errno;
         if (fd >= 0) ::close(fd);
-        // A file that went away since (SOURCE changed) is no reason to stay unready.
-        if (!ok && live.current()->find(n.path) == snap->find(n.path)) {
+        if (ok) continue;
+        // Unmounted meanwhile (the path now resolves below the mount point): nothing to report.
+        struct stat now {};
+        if (::stat(mountpoint.c_str(), &now) != 0 || now.st_dev != st.st_dev) {
+            spdlog::info("{}: the mount went away before it became ready", mountpoint);
+            return;
+        }
+        // A file that went away because SOURCE changed meanwhile is no reason to stay unready.
+        if (live.current() == snap) {
             spdlog::error("{}: not readable through the mount: {}", path, std::strerror(err));
             return;
         }
