@@ -45,8 +45,9 @@ public:
     /// problems in SOURCE; may throw std::bad_alloc.
     RescanResult rescan();
 
-    /// The current snapshot (never null). Lock-free for the caller's purposes: one atomic
-    /// shared_ptr load.
+    /// The current snapshot (never null): one std::atomic_load of a shared_ptr (libstdc++ guards
+    /// it with a tiny per-address mutex pool, held for a pointer copy). Used by lookup, getattr,
+    /// open, opendir and statfs; never by read, which only touches its handle.
     std::shared_ptr<const Snapshot> current() const;
 
     /// Every path the last scan looked at (for change detection by the watcher).
@@ -66,6 +67,7 @@ public:
     /// Number of inodes the kernel holds references to (for tests and the log).
     size_t known_inodes() const;
 
+    /// SOURCE as given to the constructor (a directory or a first shard).
     const std::string& source() const noexcept { return source_; }
 
 private:

@@ -46,10 +46,11 @@ void log_rescan(const RescanResult& result, const std::string& source);
 
 class Watcher {
 public:
+    /// Timing of change detection.
     struct Options {
-        std::chrono::milliseconds poll_interval{1000};
-        std::chrono::milliseconds settle{100};
-        std::chrono::milliseconds max_settle{500};
+        std::chrono::milliseconds poll_interval{1000};  // stat() poll of every watched path
+        std::chrono::milliseconds settle{100};          // quiet time after an inotify event
+        std::chrono::milliseconds max_settle{500};      // rescan at the latest this long after one
     };
 
     /// Creates the wake pipe (so wake_fd() is usable at once, e.g. by a signal handler installed

@@ -78,7 +78,9 @@ public:
     /// `file` carries a stat (st_ino != 0) that differs from the fstat (see same_file_state).
     static OpenLogicalFile open(const LogicalFile& file);
 
+    /// The file with every part's stat replaced by the fstat of its open descriptor.
     const LogicalFile& file() const noexcept { return file_; }
+    /// Total size in bytes, from those fstats.
     uint64_t size() const noexcept { return size_; }
 
     /// pread(2) over the concatenation: reads up to `len` bytes at logical `offset` into `dst`.
