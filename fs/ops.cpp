@@ -206,13 +206,22 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         }
         auto of = std::make_unique<OpenFile>(OpenFile{node->file, node->path});
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
+        {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_files.insert(fi->fh);
+        }
         // O_DIRECT opens are served like any other: the kernel then sends reads straight to
         // op_read, bypassing the page cache for this descriptor. keep_cache is safe: an inode
         // number always means the same bytes.
         fi->keep_cache = 1;
         fi->direct_io = 0;
         fi->noflush = 1;  // nothing to flush: spare the FLUSH request on every close
-        if (fuse_reply_open(req, fi) == 0) of.release();  // else the open was interrupted
+        if (fuse_reply_open(req, fi) == 0) {
+            of.release();
+        } else {  // the open was interrupted: no RELEASE will come
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_files.erase(fi->fh);
+        }
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
@@ -245,13 +254,19 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
+    Context& c = ctx(req);
+    {
+        std::lock_guard<std::mutex> lock(c.handles_mutex);
+        c.open_files.erase(fi->fh);
+    }
     delete open_file(fi);
     fuse_reply_err(req, 0);
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     try {
-        std::shared_ptr<const Snapshot> snap = ctx(req).live->current();
+        Context& c = ctx(req);
+        std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* node = snap->node(ino);
         if (!node) {
             fuse_reply_err(req, ESTALE);
@@ -266,7 +281,16 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         // Listings change while mounted: no kernel readdir cache (cache_readdir/keep_cache 0).
         fi->cache_readdir = 0;
         fi->keep_cache = 0;
-        if (fuse_reply_open(req, fi) == 0) od.release();
+        {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_dirs.insert(fi->fh);
+        }
+        if (fuse_reply_open(req, fi) == 0) {
+            od.release();
+        } else {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_dirs.erase(fi->fh);
+        }
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
@@ -319,6 +343,11 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
+    Context& c = ctx(req);
+    {
+        std::lock_guard<std::mutex> lock(c.handles_mutex);
+        c.open_dirs.erase(fi->fh);
+    }
     delete open_dir(fi);
     fuse_reply_err(req, 0);
 }
@@ -406,6 +435,14 @@ fuse_lowlevel_ops make_ops() noexcept {
 }
 
 }  // namespace
+
+void free_open_handles(Context& c) noexcept {
+    std::lock_guard<std::mutex> lock(c.handles_mutex);
+    for (uint64_t fh : c.open_files) delete reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fh));
+    for (uint64_t fh : c.open_dirs) delete reinterpret_cast<OpenDir*>(static_cast<uintptr_t>(fh));
+    c.open_files.clear();
+    c.open_dirs.clear();
+}
 
 const fuse_lowlevel_ops& lowlevel_ops() noexcept {
     static const fuse_lowlevel_ops ops = make_ops();

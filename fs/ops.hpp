@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_set>
 
 #include "fs/filesystem.hpp"
 #include "fs/fuse_api.hpp"
@@ -35,7 +38,16 @@ inline constexpr double kEntryTimeoutSeconds = 1.0;
 struct Context {
     LiveFilesystem* live = nullptr;
     WarningLimiter read_warnings;   // rate limit for "shard read failed" warnings
+    /// Every fi->fh handed out by open/opendir and not yet released (guarded by
+    /// handles_mutex; open and release only, never read). The kernel sends no RELEASE for
+    /// handles still open when the session ends on a signal: free_open_handles() frees those.
+    std::mutex handles_mutex;
+    std::unordered_set<uint64_t> open_files;
+    std::unordered_set<uint64_t> open_dirs;
 };
+
+/// Frees the handles left in `c` once the session loop has ended (no handler runs any more).
+void free_open_handles(Context& c) noexcept;
 
 /// The operation table to pass to fuse_session_new together with a Context*.
 /// Served: init, lookup, forget, forget_multi, getattr, open, read, release, opendir, readdir,

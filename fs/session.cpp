@@ -312,6 +312,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
         (void)se.release();
     }
     if (post_mount.joinable()) post_mount.join();
+    free_open_handles(context);
 
     if (uint64_t n = context.read_warnings.take_suppressed()) {
         spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", mnt, n);
