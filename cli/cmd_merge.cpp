@@ -48,11 +48,6 @@ const char* const kMergeHelpTail =
     "Environment (diagnostics): GGUF_MOUNT_COPY=buffered,dense copies with read/write instead\n"
     "of copy_file_range and/or writes zeros for holes.\n";
 
-bool same_file(const struct stat& a, const struct stat& b) {
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-           a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
-}
-
 /// Re-reads the published output independently of the split set: strict header parse, size,
 /// tensor count and the header bytes themselves. Throws gguf::Error on any mismatch.
 void verify_output(const std::string& path, const gguf::VirtualFile& vf, const gguf::SplitSet& set) {
@@ -75,20 +70,21 @@ void verify_output(const std::string& path, const gguf::VirtualFile& vf, const g
 
 /// Deletes the shards after a verified merge. Refuses if any shard changed since validation.
 void delete_shards(const gguf::SplitSet& set, bool quiet) {
-    for (const gguf::Shard& s : set.shards()) {
+    const std::vector<gguf::FilePart> parts = gguf::set_parts(set);
+    for (const gguf::FilePart& p : parts) {
         struct stat st {};
-        if (::stat(s.path.c_str(), &st) != 0 || !same_file(st, s.st)) {
-            throw gguf::Error(gguf::Code::BadSplit, s.path + ": changed during the merge; no shard was deleted");
+        if (::stat(p.path.c_str(), &st) != 0 || !gguf::same_file_state(st, p.st)) {
+            throw gguf::Error(gguf::Code::BadSplit, p.path + ": changed during the merge; no shard was deleted");
         }
     }
     size_t deleted = 0;
-    for (const gguf::Shard& s : set.shards()) {
+    for (const gguf::FilePart& p : parts) {
         checkpoint(deleted == 0 ? "delete-first" : "delete-next");
-        if (::unlink(s.path.c_str()) != 0) {
+        if (::unlink(p.path.c_str()) != 0) {
             int e = errno;
-            throw gguf::Error(gguf::Code::Io, "the merged file is complete and verified, but deleting shard " + s.path +
+            throw gguf::Error(gguf::Code::Io, "the merged file is complete and verified, but deleting shard " + p.path +
                                                   " failed: " + std::strerror(e) + " (" + std::to_string(deleted) +
-                                                  " of " + std::to_string(set.shards().size()) + " deleted)",
+                                                  " of " + std::to_string(parts.size()) + " deleted)",
                               e);
         }
         ++deleted;

@@ -1,5 +1,6 @@
-// `gguf-mount SOURCE MOUNTPOINT [options]`: validate every split set in SOURCE, then serve the
-// complete ones as merged read-only files through FUSE (fs/).
+// `gguf-mount SOURCE MOUNTPOINT [options]`: serve the model directory SOURCE read-only through
+// FUSE (fs/): every complete gguf-split set merged, byte-split parts joined, every other file as
+// it is (gguf/catalog.hpp), kept up to date while mounted (fs/watcher.hpp).
 //
 // Also reached as `gguf-mount mount ...` and as `mount.gguf-mount SOURCE MOUNTPOINT -o opts`
 // (mount(8) runs /sbin/mount.<type> for an fstab entry of type gguf-mount and may add -n, -v).
@@ -22,11 +23,11 @@
 #include "cli/logging.hpp"
 #include "gguf/error.hpp"
 #include "gguf/file_io.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "cli/offline.hpp"
+#include "gguf/catalog.hpp"
 
 #ifdef GGUF_MOUNT_WITH_FUSE
-#include "fs/filesystem.hpp"
+#include "fs/live.hpp"
 #include "fs/session.hpp"
 #endif
 
@@ -54,7 +55,7 @@ struct FilteredOptions {
 /// mount is read-only whatever the options say.
 /// Dropped with a warning: "max_read=*" (fixed at 1 MiB to
 /// match the daemon's buffers) and empty items.
-FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
+[[maybe_unused]] FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
     static const std::set<std::string> mount8_only = {
         "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
         "ro", "default_permissions",
@@ -84,14 +85,16 @@ FilteredOptions filter_mount_options(const std::vector<std::string>& given) {
     return out;
 }
 
-std::string real_path(const std::string& p) {
+[[maybe_unused]] std::string real_path(const std::string& p) {
     std::unique_ptr<char, decltype(&std::free)> r(::realpath(p.c_str(), nullptr), &std::free);
     return r ? std::string(r.get()) : p;
 }
 
 cxxopts::Options make_options() {
-    cxxopts::Options options(kProgram, "Serve every complete llama.cpp gguf-split set in SOURCE as one merged, "
-                                       "read-only GGUF file, byte-identical to `gguf-split --merge`.\n"
+    cxxopts::Options options(kProgram, "Serve the model directory SOURCE read-only: every complete llama.cpp "
+                                       "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
+                                       "--merge`), byte-split parts joined, every other file as it is, nested "
+                                       "folders mirrored; kept up to date while mounted.\n"
                                        "SOURCE is a directory, or the first shard of one set.");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
@@ -101,6 +104,7 @@ cxxopts::Options make_options() {
         ("s,single-thread", "serve requests on one thread")
         ("o", "mount options, comma separated: allow_other, fsname=..., ... (always ro); fstab-only options "
               "such as nofail, _netdev, noauto, x-* are ignored", cxxopts::value<std::vector<std::string>>(), "OPT[,OPT...]")
+        ("show-shards", "also show the shard files and byte pieces themselves (hidden by default)")
         ("v,verbose", "log at debug level (same as --log-level debug)")
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
@@ -114,56 +118,6 @@ cxxopts::Options make_options() {
     options.parse_positional({"source", "mountpoint"});
     return options;
 }
-
-#ifdef GGUF_MOUNT_WITH_FUSE
-/// Validates SOURCE and opens every set to serve. Logs one error line per problem. Returns the
-/// files to serve (possibly none).
-std::vector<fs::ServedFile> collect_files(const std::string& source, const struct stat& source_st) {
-    std::vector<fs::ServedFile> files;
-    std::set<std::string> names;
-    auto add = [&](const gguf::SplitSet& set) {
-        std::string name = set.merged_name();
-        const std::string& first = set.shards().front().path;
-        if (names.count(name)) {
-            spdlog::error("{}: merged name {} is already served by another set; not serving this one", first, name);
-            return;
-        }
-        try {
-            auto vf = std::make_shared<const gguf::VirtualFile>(gguf::VirtualFile::merged(set));
-            spdlog::info("serving {}: {} shard{}, {} bytes, {} tensors (from {})", name, set.shards().size(),
-                         set.shards().size() == 1 ? "" : "s", vf->size(), set.tensor_count(), first);
-            names.insert(name);
-            files.push_back(fs::ServedFile{name, std::move(vf)});
-        } catch (const gguf::Error& e) {
-            spdlog::error("{}", e.what());
-        }
-    };
-
-    if (S_ISDIR(source_st.st_mode)) {
-        std::vector<gguf::SetScan> scans;
-        try {
-            scans = gguf::scan_directory(source);
-        } catch (const gguf::Error& e) {
-            spdlog::error("{}", e.what());
-            return files;
-        }
-        for (const auto& scan : scans) {
-            if (scan.set) {
-                add(*scan.set);
-            } else {
-                spdlog::error("{}", scan.error);
-            }
-        }
-    } else {
-        try {
-            add(gguf::SplitSet::open(source));
-        } catch (const gguf::Error& e) {
-            spdlog::error("{}", e.what());
-        }
-    }
-    return files;
-}
-#endif
 
 }  // namespace
 
@@ -181,12 +135,18 @@ int run_mount(int argc, char** argv) {
     }
     if (args.count("help")) {
         std::printf("%s\n%s", options.help().c_str(),
-                    "Every set is validated before mounting; bad sets are reported (one line each) and\n"
-                    "skipped; with no valid set nothing is mounted and the exit status is 1.\n"
+                    "What is served (run 'gguf-mount check SOURCE' to see it without mounting):\n"
+                    "  PREFIX-00001-of-0000N.gguf ... -> PREFIX.gguf, the merged set (shards hidden)\n"
+                    "  NAME.gguf-split-a, -b, ... or NAME.gguf.part1ofN ... -> NAME.gguf, concatenated\n"
+                    "  every other file (README.md, *.json, mmproj-*.gguf, ...) as it is; folders mirrored\n"
+                    "Incomplete or invalid sets are not shown and are logged once with the reason. While\n"
+                    "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
+                    "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
+                    "SOURCE must be a valid set (else exit status 1, nothing mounted).\n"
                     "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount, or SIGTERM to the daemon).\n"
                     "\n"
                     "Examples:\n"
-                    "  gguf-mount /models /mnt/models                      every set in /models\n"
+                    "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
                     "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n");
         return 0;
@@ -252,23 +212,34 @@ int run_mount(int argc, char** argv) {
     FilteredOptions mo =
         filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
 
-    std::vector<fs::ServedFile> files = collect_files(source, source_st);
-    if (files.empty()) {
-        spdlog::error("{}: no complete gguf-split set to serve; nothing mounted", source_arg);
+    // Every set is open at once (merged sets keep every shard open): lift the usual 1024 limit.
+    raise_open_file_limit();
+    gguf::CatalogOptions copt;
+    copt.show_shards = args.count("show-shards") > 0;
+    fs::LiveFilesystem live(source, copt);
+    fs::RescanResult first;
+    try {
+        first = live.rescan();
+    } catch (const std::exception& e) {
+        spdlog::error("{}: {}", source_arg, e.what());
         return 1;
     }
-
-    // The root directory takes the owner of the SOURCE directory (of the shard's directory
-    // when SOURCE is a shard).
-    struct stat root_st = source_st;
-    if (!S_ISDIR(source_st.st_mode)) {
-        std::string dir = gguf::dir_name(source);
-        if (::stat(dir.c_str(), &root_st) != 0) root_st = source_st;
+    for (const auto& n : live.current()->nodes()) {
+        if (n.directory) continue;
+        spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
+    }
+    for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
+    for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
+    const size_t served = live.current()->file_count();
+    if (served == 0) {
+        if (!S_ISDIR(source_st.st_mode)) {
+            spdlog::error("{}: not a complete gguf-split set; nothing mounted", source_arg);
+            return 1;
+        }
+        spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", source_arg);
     }
 
     try {
-        fs::Filesystem filesystem(std::move(files), root_st);
-
         fs::SessionOptions so;
         so.mountpoint = mountpoint;
         so.mount_options = std::move(mo.keep);
@@ -282,7 +253,7 @@ int run_mount(int argc, char** argv) {
             spdlog::drop(kProgram);
             setup_logging(level, true);
         };
-        return fs::run_session(filesystem, so);
+        return fs::run_session(live, so);
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", mountpoint, e.what());
         return 1;

@@ -10,5 +10,8 @@ int run_mount(int argc, char** argv);
 int run_split(int argc, char** argv);
 /// `gguf-mount merge [options] FIRST_SHARD GGUF_OUT` (cli/cmd_merge.cpp).
 int run_merge(int argc, char** argv);
+/// `gguf-mount check SOURCE [--json] [--show-shards]` (cli/cmd_check.cpp): exit 0 when SOURCE
+/// has no problem, 1 otherwise.
+int run_check(int argc, char** argv);
 
 }  // namespace gguf_mount::cli

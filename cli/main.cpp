@@ -13,7 +13,9 @@ void print_usage() {
         "gguf-mount %s: serve split GGUF models as merged files, or split and merge them offline\n"
         "\n"
         "usage:\n"
-        "  gguf-mount SOURCE MOUNTPOINT [options]     mount merged views of the split sets in SOURCE\n"
+        "  gguf-mount SOURCE MOUNTPOINT [options]     mount a model directory: split sets merged,\n"
+        "                                             byte-split parts joined, other files as they are\n"
+        "  gguf-mount check [options] SOURCE          list what a mount of SOURCE would serve, and why not\n"
         "  gguf-mount split [options] GGUF_IN PREFIX  split a model like llama.cpp's gguf-split\n"
         "  gguf-mount merge [options] SHARD1 GGUF_OUT merge a split set like gguf-split --merge\n"
         "\n"
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     // Subcommands see argv shifted by one, so their argv[0] is "gguf-mount split" etc.
     if (cmd == "split") return run_split(argc - 1, argv + 1);
     if (cmd == "merge") return run_merge(argc - 1, argv + 1);
+    if (cmd == "check") return run_check(argc - 1, argv + 1);
     if (cmd == "mount") return run_mount(argc - 1, argv + 1);
     return run_mount(argc, argv);
 }

@@ -2,117 +2,224 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <stdexcept>
+#include <set>
+#include <tuple>
+
+#include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
 
 namespace {
 
 constexpr blksize_t kBlockSize = 4096;
+/// Fingerprint of every directory: a directory keeps its inode number for as long as its path
+/// is a directory.
+constexpr const char* kDirectoryFingerprint = "dir";
 
-bool later(const timespec& a, const timespec& b) {
-    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+std::string parent_path(const std::string& path) {
+    auto slash = path.find_last_of('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::string last_component(const std::string& path) {
+    auto slash = path.find_last_of('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool same_time(const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
+bool same_attributes(const struct stat& a, const struct stat& b) {
+    return a.st_mode == b.st_mode && a.st_uid == b.st_uid && a.st_gid == b.st_gid && a.st_size == b.st_size &&
+           a.st_nlink == b.st_nlink && same_time(a.st_mtim, b.st_mtim) && same_time(a.st_ctim, b.st_ctim);
+}
+
+struct stat directory_stat(const gguf::CatalogDirectory& d, uint64_t ino) {
+    struct stat st {};
+    st.st_ino = static_cast<ino_t>(ino);
+    st.st_mode = S_IFDIR | (d.attr.mode & 0555);
+    st.st_nlink = 2;
+    st.st_uid = d.attr.uid;
+    st.st_gid = d.attr.gid;
+    st.st_blksize = kBlockSize;
+    st.st_mtim = d.attr.mtime;
+    st.st_atim = d.attr.mtime;
+    st.st_ctim = d.attr.ctime;
+    return st;
 }
 
 }  // namespace
 
-struct stat file_attributes(const gguf::VirtualFile& file, uint64_t ino) {
+uint64_t InodeTable::assign(const std::string& path, const std::string& fingerprint) {
+    if (path.empty()) return kRootInode;
+    auto it = table_.find(path);
+    if (it != table_.end() && it->second.fingerprint == fingerprint) return it->second.ino;
+    uint64_t ino = next_++;
+    table_[path] = Slot{ino, fingerprint};
+    return ino;
+}
+
+std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
+    std::string fp = gguf::entry_kind_name(entry.kind);
+    fp += ':' + std::to_string(entry.size());
+    for (const auto& m : entry.members) {
+        for (const auto& p : m.parts) {
+            fp += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
+                  std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
+                  std::to_string(p.st.st_mtim.tv_nsec);
+        }
+    }
+    return fp;
+}
+
+struct stat entry_stat(const gguf::CatalogEntry& entry, uint64_t ino) {
     struct stat st {};
     st.st_ino = static_cast<ino_t>(ino);
+    st.st_mode = S_IFREG | (entry.attr.mode & 0444);
     st.st_nlink = 1;
-    mode_t perms = 0444;
-    const auto& sources = file.sources();
-    if (!sources.empty()) {
-        st.st_uid = sources.front().st.st_uid;
-        st.st_gid = sources.front().st.st_gid;
-        st.st_mtim = sources.front().st.st_mtim;
-        st.st_ctim = sources.front().st.st_ctim;
-    }
-    for (const auto& src : sources) {
-        perms &= src.st.st_mode;
-        if (later(src.st.st_mtim, st.st_mtim)) st.st_mtim = src.st.st_mtim;
-        if (later(src.st.st_ctim, st.st_ctim)) st.st_ctim = src.st.st_ctim;
-    }
-    st.st_atim = st.st_mtim;
-    st.st_mode = S_IFREG | (perms & 0444);
-    st.st_size = static_cast<off_t>(file.size());
+    st.st_uid = entry.attr.uid;
+    st.st_gid = entry.attr.gid;
+    st.st_size = static_cast<off_t>(entry.size());
     st.st_blksize = kBlockSize;
-    st.st_blocks = static_cast<blkcnt_t>((file.size() + 511) / 512);
+    st.st_blocks = static_cast<blkcnt_t>((entry.size() + 511) / 512);
+    st.st_mtim = entry.attr.mtime;
+    st.st_atim = entry.attr.mtime;
+    st.st_ctim = entry.attr.ctime;
     return st;
 }
 
-Filesystem::Filesystem(std::vector<ServedFile> files, const struct stat& source_dir) {
-    std::sort(files.begin(), files.end(), [](const ServedFile& a, const ServedFile& b) { return a.name < b.name; });
-    files_.reserve(files.size());
-    uint64_t ino = kRootInode + 1;
-    for (auto& f : files) {
-        if (f.name.empty() || f.name == "." || f.name == ".." || f.name.find('/') != std::string::npos) {
-            throw std::invalid_argument("invalid file name '" + f.name + "' for the mount root");
+std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, InodeTable& inodes,
+                                                const Snapshot* previous, std::vector<std::string>* errors) {
+    auto snap = std::make_shared<Snapshot>();
+    std::vector<Node>& nodes = snap->nodes_;
+
+    // Root first (a catalog always has it; a missing one gets an empty 0555 root).
+    Node root;
+    root.ino = kRootInode;
+    root.directory = true;
+    root.fingerprint = kDirectoryFingerprint;
+    gguf::CatalogDirectory root_dir;
+    root_dir.attr.mode = 0555;
+    for (const auto& d : catalog.directories) {
+        if (d.path.empty()) root_dir = d;
+    }
+    root.attr = directory_stat(root_dir, kRootInode);
+    nodes.push_back(std::move(root));
+
+    // Inode numbers are handed out in path order, directories and files together, so a fresh
+    // mount of the same SOURCE numbers everything the same way.
+    struct Item {
+        const std::string* path;
+        const gguf::CatalogDirectory* dir;
+        const gguf::CatalogEntry* entry;
+    };
+    std::vector<Item> items;
+    for (const auto& d : catalog.directories) {
+        if (!d.path.empty()) items.push_back(Item{&d.path, &d, nullptr});
+    }
+    for (const auto& e : catalog.entries) items.push_back(Item{&e.path, nullptr, &e});
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return *a.path < *b.path; });
+
+    for (const Item& item : items) {
+        Node n;
+        n.path = *item.path;
+        n.name = last_component(n.path);
+        if (item.dir) {
+            n.directory = true;
+            n.fingerprint = kDirectoryFingerprint;
+            n.ino = inodes.assign(n.path, n.fingerprint);
+            n.attr = directory_stat(*item.dir, n.ino);
+        } else {
+            const gguf::CatalogEntry& e = *item.entry;
+            n.kind = e.kind;
+            n.fingerprint = entry_fingerprint(e);
+            n.ino = inodes.assign(n.path, n.fingerprint);
+            const Node* old = previous ? previous->find(n.path) : nullptr;
+            if (old && !old->directory && old->ino == n.ino) {
+                n.file = old->file;
+            } else {
+                try {
+                    n.file = std::make_shared<const gguf::VirtualFile>(gguf::VirtualFile::open(e.layout, e.parts()));
+                } catch (const gguf::Error& err) {
+                    if (errors) errors->push_back(n.path + ": " + err.what());
+                    continue;
+                }
+            }
+            n.attr = entry_stat(e, n.ino);
         }
-        if (!f.file) throw std::invalid_argument(f.name + ": no virtual file");
-        if (!files_.empty() && files_.back().name == f.name) {
-            throw std::invalid_argument(f.name + ": served twice");
-        }
-        FileNode node;
-        node.ino = ino++;
-        node.name = std::move(f.name);
-        node.attr = file_attributes(*f.file, node.ino);
-        node.file = std::move(f.file);
-        total_bytes_ += node.file->size();
-        files_.push_back(std::move(node));
+        nodes.push_back(std::move(n));
     }
 
-    root_attr_.st_ino = static_cast<ino_t>(kRootInode);
-    root_attr_.st_mode = S_IFDIR | 0555;
-    root_attr_.st_nlink = 2;
-    root_attr_.st_uid = source_dir.st_uid;
-    root_attr_.st_gid = source_dir.st_gid;
-    root_attr_.st_size = 0;
-    root_attr_.st_blksize = kBlockSize;
-    root_attr_.st_mtim = source_dir.st_mtim;
-    root_attr_.st_ctim = source_dir.st_ctim;
-    if (!files_.empty()) {
-        root_attr_.st_mtim = files_.front().attr.st_mtim;
-        root_attr_.st_ctim = files_.front().attr.st_ctim;
-        for (const auto& f : files_) {
-            if (later(f.attr.st_mtim, root_attr_.st_mtim)) root_attr_.st_mtim = f.attr.st_mtim;
-            if (later(f.attr.st_ctim, root_attr_.st_ctim)) root_attr_.st_ctim = f.attr.st_ctim;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        snap->by_ino_[nodes[i].ino] = i;
+        snap->by_path_[nodes[i].path] = i;
+    }
+    // Link children to parents; drop nodes whose parent is missing (not produced by a catalog).
+    for (size_t i = 1; i < nodes.size(); ++i) {
+        auto it = snap->by_path_.find(parent_path(nodes[i].path));
+        if (it == snap->by_path_.end() || !nodes[it->second].directory) {
+            if (errors) errors->push_back(nodes[i].path + ": no parent directory in the catalog");
+            continue;
+        }
+        Node& parent = nodes[it->second];
+        nodes[i].parent = parent.ino;
+        parent.children.push_back(i);
+        if (nodes[i].directory) ++parent.attr.st_nlink;
+        if (!nodes[i].directory) {
+            ++snap->file_count_;
+            snap->total_bytes_ += nodes[i].file->size();
         }
     }
-    root_attr_.st_atim = root_attr_.st_mtim;
-}
-
-const FileNode* Filesystem::lookup(uint64_t parent, std::string_view name) const noexcept {
-    if (parent != kRootInode) return nullptr;
-    auto it = std::lower_bound(files_.begin(), files_.end(), name,
-                               [](const FileNode& f, std::string_view n) { return std::string_view(f.name) < n; });
-    if (it == files_.end() || it->name != name) return nullptr;
-    return &*it;
-}
-
-const FileNode* Filesystem::file(uint64_t ino) const noexcept {
-    if (ino <= kRootInode || ino - (kRootInode + 1) >= files_.size()) return nullptr;
-    return &files_[static_cast<size_t>(ino - (kRootInode + 1))];
-}
-
-int Filesystem::getattr(uint64_t ino, struct stat* out) const noexcept {
-    if (ino == kRootInode) {
-        *out = root_attr_;
-        return 0;
+    for (Node& n : nodes) {
+        std::sort(n.children.begin(), n.children.end(),
+                  [&nodes](size_t a, size_t b) { return nodes[a].name < nodes[b].name; });
     }
-    const FileNode* f = file(ino);
-    if (!f) return -ENOENT;
-    *out = f->attr;
-    return 0;
+    return snap;
 }
 
-DirEntry Filesystem::dir_entry(size_t index) const noexcept {
-    if (index == 0) return DirEntry{".", kRootInode, S_IFDIR};
-    // The parent of the mount root is outside the file system; FUSE file systems list it with
-    // the root's own inode (the kernel ignores d_ino of "..").
-    if (index == 1) return DirEntry{"..", kRootInode, S_IFDIR};
-    const FileNode& f = files_[index - 2];
-    return DirEntry{f.name.c_str(), f.ino, S_IFREG};
+const Node* Snapshot::node(uint64_t ino) const noexcept {
+    auto it = by_ino_.find(ino);
+    return it == by_ino_.end() ? nullptr : &nodes_[it->second];
+}
+
+const Node* Snapshot::lookup(uint64_t parent, std::string_view name) const noexcept {
+    const Node* dir = node(parent);
+    if (!dir || !dir->directory) return nullptr;
+    auto it = std::lower_bound(dir->children.begin(), dir->children.end(), name,
+                               [this](size_t i, std::string_view n) { return std::string_view(nodes_[i].name) < n; });
+    if (it == dir->children.end() || nodes_[*it].name != name) return nullptr;
+    return &nodes_[*it];
+}
+
+const Node* Snapshot::find(const std::string& path) const noexcept {
+    auto it = by_path_.find(path);
+    return it == by_path_.end() ? nullptr : &nodes_[it->second];
+}
+
+SnapshotChanges diff_snapshots(const Snapshot& before, const Snapshot& after) {
+    SnapshotChanges c;
+    std::set<std::pair<uint64_t, std::string>> entries;
+    for (const Node& b : before.nodes()) {
+        if (b.path.empty()) {
+            if (!same_attributes(b.attr, after.root().attr)) c.attributes.push_back(kRootInode);
+            continue;
+        }
+        const Node* a = after.find(b.path);
+        if (!a || a->ino != b.ino) {
+            entries.insert({b.parent, b.name});
+            if (a) entries.insert({a->parent, a->name});
+            if (!b.directory) (a && !a->directory ? c.replaced : c.removed).push_back(b.path);
+            if (a && a->directory == false && b.directory) c.added.push_back(a->path);
+        } else if (!same_attributes(a->attr, b.attr)) {
+            c.attributes.push_back(a->ino);
+        }
+    }
+    for (const Node& a : after.nodes()) {
+        if (a.path.empty() || before.find(a.path)) continue;
+        entries.insert({a.parent, a.name});
+        if (!a.directory) c.added.push_back(a.path);
+    }
+    for (const auto& [parent, name] : entries) c.entries.push_back(SnapshotChanges::Entry{parent, name});
+    return c;
 }
 
 bool WarningLimiter::admit(Clock::time_point now, uint64_t* suppressed) {

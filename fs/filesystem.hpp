@@ -1,25 +1,31 @@
-// The inode table of a gguf-mount file system: a plain class with no libfuse dependency, so it
-// can be unit-tested without a mount. fs/ops.cpp turns FUSE requests into calls on it.
+// The inode tree of a gguf-mount file system: plain classes with no libfuse dependency, so they
+// can be unit-tested without a mount. fs/ops.cpp turns FUSE requests into calls on them.
 //
-// Layout of a mount whose SOURCE holds the sets "a-0000k-of-00002.gguf" and "b-0000k-of-00003.gguf":
-//   inode 1  /          directory, mode 0555
-//   inode 2  /a.gguf    regular file, the merged view of set a
-//   inode 3  /b.gguf    regular file, the merged view of set b
-// Inode numbers follow the sorted file names, so the same SOURCE gets the same numbers on
-// every mount. Nothing changes while mounted: the table is immutable after construction and
-// every method is const and thread-safe.
+// A Snapshot is an immutable tree built from a gguf::Catalog. Example, for a SOURCE holding
+// README.md and Q4_K_M/x-0000k-of-00002.gguf (first mount, inodes in path order):
+//   inode 1  /                 directory, mode 0555
+//   inode 2  /Q4_K_M           directory
+//   inode 3  /Q4_K_M/x.gguf    regular file, the merged view of the set
+//   inode 4  /README.md        regular file, the companion as it is
+// The live file system (fs/live.hpp) replaces the snapshot when SOURCE changes. Inode numbers
+// come from an InodeTable that lives as long as the mount: the same path with the same content
+// keeps its number across snapshots, and a number is never given to different content (a file
+// whose sources changed gets a fresh number), so the kernel's caches for an inode never go stale.
 #pragma once
 
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "gguf/catalog.hpp"
 #include "gguf/virtual_file.hpp"
 
 namespace gguf_mount::fs {
@@ -28,80 +34,104 @@ namespace gguf_mount::fs {
 /// libfuse's fuse_lowlevel.h).
 inline constexpr uint64_t kRootInode = 1;
 
-/// A file to serve: its name in the mount root and the virtual file behind it.
-struct ServedFile {
-    std::string name;                                  // "qwen.gguf": no '/', not "." or ".."
-    std::shared_ptr<const gguf::VirtualFile> file;     // never null
-};
-
-/// One regular file of the mount.
-struct FileNode {
-    uint64_t ino = 0;                                  // >= 2
-    std::string name;
-    std::shared_ptr<const gguf::VirtualFile> file;
-    struct stat attr {};                               // what getattr/lookup report
-};
-
-/// One directory entry as readdir lists it: index 0 is ".", 1 is "..", then the files in
-/// inode order. The index + 1 is the readdir offset of the next entry.
-struct DirEntry {
-    const char* name = nullptr;                        // NUL-terminated, owned by the Filesystem
-    uint64_t ino = 0;
-    mode_t type = 0;                                   // S_IFDIR or S_IFREG
-};
-
-/// Attributes of a served file, derived from its sources (the shards), in st_* units:
-///  - st_mode: S_IFREG | (the AND of every shard's permission bits & 0444): read bits only,
-///    never write or execute bits, and never more readable than the least readable shard;
-///  - st_uid/st_gid: those of the first shard;
-///  - st_size: VirtualFile::size() in bytes; st_blocks: st_size in 512-byte units, rounded up
-///    (stat(2)); st_blksize: 4096 bytes; st_nlink: 1;
-///  - st_mtim/st_atim: the newest shard mtime; st_ctim: the newest shard ctime.
-/// A virtual file without sources (not produced by VirtualFile::merged) gets mode 0444, uid 0.
-struct stat file_attributes(const gguf::VirtualFile& file, uint64_t ino);
-
-/// The immutable inode table. Thread-safe: every method is const and touches no shared state.
-class Filesystem {
+/// Allocates inode numbers for one mount: path + content fingerprint -> number.
+/// Not thread-safe; used by whoever builds snapshots (one thread at a time).
+class InodeTable {
 public:
-    /// Builds the table. `files` may come in any order; they are sorted by name and numbered
-    /// from 2. `source_dir` is the stat of the SOURCE directory (or of the directory holding the
-    /// first shard): the root directory takes its uid and gid, mode S_IFDIR | 0555, and the
-    /// newest mtime of the served files (the directory's own mtime when there are none).
-    /// Throws std::invalid_argument for an empty, ".", "..", '/'-containing or duplicate name
-    /// or a null file.
-    Filesystem(std::vector<ServedFile> files, const struct stat& source_dir);
+    /// The number for `path` with content `fingerprint`: the one it had before when both are
+    /// unchanged, else a new number (2, 3, ... in call order; never reused). The root path ""
+    /// is always kRootInode.
+    uint64_t assign(const std::string& path, const std::string& fingerprint);
 
-    /// Attributes of the root directory (inode 1).
-    const struct stat& root_attr() const noexcept { return root_attr_; }
+    /// Number of paths remembered.
+    size_t size() const noexcept { return table_.size(); }
 
-    /// The file named `name` in directory `parent`; nullptr when `parent` is not the root or
-    /// no such file exists. O(log n).
-    const FileNode* lookup(uint64_t parent, std::string_view name) const noexcept;
+private:
+    struct Slot {
+        uint64_t ino;
+        std::string fingerprint;
+    };
+    std::unordered_map<std::string, Slot> table_;
+    uint64_t next_ = kRootInode + 1;
+};
 
-    /// The file with inode `ino`; nullptr for the root and for unknown inodes. O(1).
-    const FileNode* file(uint64_t ino) const noexcept;
+/// One node of a snapshot: a directory or a regular file.
+struct Node {
+    uint64_t ino = 0;
+    uint64_t parent = kRootInode;  // inode of the parent directory (the root is its own parent)
+    std::string name;              // last path component; "" for the root
+    std::string path;              // relative path in the mount: "Q4_K_M/x.gguf"; "" for the root
+    bool directory = false;
+    struct stat attr {};           // what getattr and lookup report
+    std::shared_ptr<const gguf::VirtualFile> file;  // regular files: never null
+    gguf::EntryKind kind = gguf::EntryKind::Companion;  // regular files
+    std::string fingerprint;       // the content identity the inode number was assigned for
+    std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
+};
 
-    /// Fills `*out` with the attributes of `ino` (root or file). Returns 0, or -ENOENT for an
-    /// unknown inode.
-    int getattr(uint64_t ino, struct stat* out) const noexcept;
+/// Identity of an entry's content: kind, size and every physical part's path, device, inode,
+/// size and mtime. Two catalog entries with equal fingerprints serve the same bytes.
+std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
-    /// Number of root directory entries, "." and ".." included.
-    size_t dir_size() const noexcept { return files_.size() + 2; }
+/// stat(2) attributes for a catalog entry served as inode `ino`: S_IFREG | attr.mode, uid, gid,
+/// st_size = entry.size() bytes, st_blocks in 512-byte units rounded up, st_blksize 4096,
+/// st_nlink 1, st_mtim/st_atim = attr.mtime, st_ctim = attr.ctime.
+struct stat entry_stat(const gguf::CatalogEntry& entry, uint64_t ino);
 
-    /// The directory entry at `index` (< dir_size()); see DirEntry for the order.
-    DirEntry dir_entry(size_t index) const noexcept;
+/// An immutable directory tree. Thread-safe: every method is const.
+class Snapshot {
+public:
+    /// Builds the tree of `catalog`, numbering nodes with `inodes`. Files reuse the
+    /// VirtualFile of the node with the same path and inode in `previous` (if given), so open
+    /// descriptors and planned layouts carry over; other files are opened now
+    /// (gguf::VirtualFile::open). An entry that cannot be opened (it changed or vanished since
+    /// the catalog was built) is left out and its one-line reason appended to `*errors`.
+    /// Directory attributes: S_IFDIR | their catalog mode, st_nlink 2 + subdirectories.
+    static std::shared_ptr<const Snapshot> build(const gguf::Catalog& catalog, InodeTable& inodes,
+                                                 const Snapshot* previous, std::vector<std::string>* errors);
 
-    /// All files, in inode order (sorted by name).
-    const std::vector<FileNode>& files() const noexcept { return files_; }
+    /// The root directory.
+    const Node& root() const noexcept { return nodes_.front(); }
+    /// Every node; index 0 is the root, then directories and files in path order.
+    const std::vector<Node>& nodes() const noexcept { return nodes_; }
 
-    /// Sum of the files' sizes in bytes (reported by statfs).
+    /// The node with inode `ino`, or nullptr. O(1).
+    const Node* node(uint64_t ino) const noexcept;
+    /// The child `name` of directory `parent`, or nullptr (also when `parent` is unknown or a
+    /// file). O(log children).
+    const Node* lookup(uint64_t parent, std::string_view name) const noexcept;
+    /// The node at relative `path` ("" is the root), or nullptr. O(log n).
+    const Node* find(const std::string& path) const noexcept;
+
+    /// Number of regular files, and the sum of their sizes in bytes (statfs).
+    size_t file_count() const noexcept { return file_count_; }
     uint64_t total_bytes() const noexcept { return total_bytes_; }
 
 private:
-    std::vector<FileNode> files_;
-    struct stat root_attr_ {};
+    std::vector<Node> nodes_;
+    std::unordered_map<uint64_t, size_t> by_ino_;
+    std::map<std::string, size_t, std::less<>> by_path_;
+    size_t file_count_ = 0;
     uint64_t total_bytes_ = 0;
 };
+
+/// What changed between two snapshots, as the kernel must be told (fs/watcher.cpp sends it with
+/// fuse_lowlevel_notify_inval_entry / _inval_inode).
+struct SnapshotChanges {
+    struct Entry {
+        uint64_t parent;   // directory inode the name is (or was) in
+        std::string name;
+    };
+    std::vector<Entry> entries;            // names added, removed or now pointing to another inode
+    std::vector<uint64_t> attributes;      // inodes kept whose attributes changed (dirs included)
+    std::vector<std::string> added;        // paths of files now served
+    std::vector<std::string> removed;      // paths of files no longer served
+    std::vector<std::string> replaced;     // paths of files served with new content (new inode)
+    bool empty() const noexcept { return entries.empty() && attributes.empty(); }
+};
+
+/// Compares `before` and `after` by path. Pure.
+SnapshotChanges diff_snapshots(const Snapshot& before, const Snapshot& after);
 
 /// Rate limiter for warnings emitted on the request path (a shard that went bad would
 /// otherwise log one line per FUSE read, forever): lets `burst` messages through per

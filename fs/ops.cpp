@@ -1,5 +1,5 @@
-// libfuse low-level handlers: a thin translation from FUSE requests to Filesystem and
-// VirtualFile calls. No GGUF logic lives here.
+// libfuse low-level handlers: a thin translation from FUSE requests to Snapshot, LiveFilesystem
+// and VirtualFile calls. No GGUF logic lives here.
 //
 // Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
 //  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
@@ -7,15 +7,18 @@
 //    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
 //    (measured 0.15 GiB/s);
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
-//    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts are kCacheTimeoutSeconds.
+//    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts: see fs/ops.hpp;
+//  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot.
 #include "fs/ops.hpp"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -25,6 +28,22 @@ namespace gguf_mount::fs {
 namespace {
 
 Context& ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+/// What an open file's fi->fh points to: the file as it was when opened (one allocation per
+/// open, none per read).
+struct OpenFile {
+    std::shared_ptr<const gguf::VirtualFile> file;
+    std::string path;  // its path in the mount, for log messages
+};
+
+/// What an open directory's fi->fh points to: the snapshot it was opened in.
+struct OpenDir {
+    std::shared_ptr<const Snapshot> snapshot;
+    const Node* node;  // a directory of `snapshot`
+};
+
+OpenFile* open_file(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fi->fh)); }
+OpenDir* open_dir(const fuse_file_info* fi) { return reinterpret_cast<OpenDir*>(static_cast<uintptr_t>(fi->fh)); }
 
 /// The read buffer of the calling worker thread: kMaxRead bytes allocated (and touched) on the
 /// thread's first read, reused for every later read. Grows only if the kernel ever sends a
@@ -42,12 +61,12 @@ char* thread_read_buffer(size_t len) {
 }
 
 /// Logs (rate-limited) one warning naming the shard and the byte range that failed.
-void warn_read_failure(Context& c, const FileNode& node, uint64_t offset, size_t len, ssize_t err,
+void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t len, ssize_t err,
                        uint32_t failed_source) {
     uint64_t suppressed = 0;
     if (!c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) return;
 
-    const gguf::VirtualFile& vf = *node.file;
+    const gguf::VirtualFile& vf = *of.file;
     std::string shard = failed_source < vf.sources().size() ? vf.sources()[failed_source].path : "?";
     // Locate the failing piece in the shard (no I/O: walk the extent table).
     uint64_t shard_offset = 0, shard_len = 0;
@@ -62,24 +81,30 @@ void warn_read_failure(Context& c, const FileNode& node, uint64_t offset, size_t
     if (failed_source < vf.sources().size()) {
         const gguf::SourceFile& src = vf.sources()[failed_source];
         struct stat now {};
-        if (::fstat(src.fd.get(), &now) == 0 && now.st_size < src.st.st_size) {
-            why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
-                  std::to_string(src.st.st_size) + " when mounted";
+        if (::fstat(src.fd.get(), &now) == 0) {
+            if (now.st_size < src.st.st_size) {
+                why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
+                      std::to_string(src.st.st_size) + " when opened";
+            } else if (vf.source_changed(failed_source)) {
+                why = "the file was modified in place since it was opened (size or mtime changed)";
+            }
         }
     }
     std::string tail = suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "";
     spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}", shard,
-                 shard_len, shard_offset, why, node.name, offset, tail);
+                 shard_len, shard_offset, why, of.path, offset, tail);
 }
 
-void reply_entry(fuse_req_t req, const FileNode& node) {
+void reply_entry(fuse_req_t req, Context& c, const Node& node) {
     fuse_entry_param e{};
     e.ino = node.ino;
-    e.generation = 1;
+    e.generation = 1;  // inode numbers are never reused within a mount
     e.attr = node.attr;
-    e.attr_timeout = kCacheTimeoutSeconds;
-    e.entry_timeout = kCacheTimeoutSeconds;
-    fuse_reply_entry(req, &e);
+    e.attr_timeout = node.directory ? kEntryTimeoutSeconds : kFileAttrTimeoutSeconds;
+    e.entry_timeout = kEntryTimeoutSeconds;
+    // Counted before the reply: a FORGET for it may arrive as soon as the kernel has it.
+    c.live->remember_lookup(node.ino, node.attr);
+    if (fuse_reply_entry(req, &e) != 0) c.live->forget(node.ino, 1);
 }
 
 // ---- handlers -----------------------------------------------------------------------------
@@ -101,35 +126,60 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
     try {
-        const Filesystem& fs = *ctx(req).fs;
-        if (parent != kRootInode && fs.file(parent)) {
+        Context& c = ctx(req);
+        std::shared_ptr<const Snapshot> snap = c.live->current();
+        const Node* dir = snap->node(parent);
+        if (dir && !dir->directory) {
             fuse_reply_err(req, ENOTDIR);
             return;
         }
-        if (const FileNode* node = fs.lookup(parent, name)) {
-            reply_entry(req, *node);
+        if (const Node* node = dir ? snap->lookup(parent, name) : nullptr) {
+            reply_entry(req, c, *node);
             return;
         }
-        // Negative entry: the kernel caches the absence for the same timeout (the content of
-        // the mount never changes), so repeated probes of missing names cost nothing.
+        // Negative entry, cached by the kernel for kEntryTimeoutSeconds (and invalidated by the
+        // watcher as soon as the name appears).
         fuse_entry_param e{};
         e.ino = 0;
-        e.entry_timeout = kCacheTimeoutSeconds;
+        e.entry_timeout = kEntryTimeoutSeconds;
         fuse_reply_entry(req, &e);
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
 }
 
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept {
+    try {
+        ctx(req).live->forget(ino, nlookup);
+    } catch (...) {
+    }
+    fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) noexcept {
+    try {
+        for (size_t i = 0; i < count; ++i) ctx(req).live->forget(forgets[i].ino, forgets[i].nlookup);
+    } catch (...) {
+    }
+    fuse_reply_none(req);
+}
+
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
     try {
-        struct stat st {};
-        int rc = ctx(req).fs->getattr(ino, &st);
-        if (rc != 0) {
-            fuse_reply_err(req, -rc);
+        Context& c = ctx(req);
+        std::shared_ptr<const Snapshot> snap = c.live->current();
+        if (const Node* node = snap->node(ino)) {
+            fuse_reply_attr(req, &node->attr, node->directory ? kEntryTimeoutSeconds : kFileAttrTimeoutSeconds);
             return;
         }
-        fuse_reply_attr(req, &st, kCacheTimeoutSeconds);
+        // An inode the kernel still holds although SOURCE no longer has it (e.g. open while its
+        // set was removed): its attributes as last served.
+        struct stat st {};
+        if (c.live->known_attributes(ino, &st)) {
+            fuse_reply_attr(req, &st, S_ISDIR(st.st_mode) ? kEntryTimeoutSeconds : kFileAttrTimeoutSeconds);
+            return;
+        }
+        fuse_reply_err(req, ENOENT);
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
@@ -137,35 +187,51 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     try {
-        const Filesystem& fs = *ctx(req).fs;
-        if (ino == kRootInode) {
-            fuse_reply_err(req, EISDIR);
+        Context& c = ctx(req);
+        std::shared_ptr<const Snapshot> snap = c.live->current();
+        const Node* node = snap->node(ino);
+        if (!node) {
+            // A name the kernel resolved from a stale entry: ESTALE makes the VFS look the
+            // path up again (LOOKUP_REVAL) and open what SOURCE holds now.
+            fuse_reply_err(req, ESTALE);
             return;
         }
-        if (!fs.file(ino)) {
-            fuse_reply_err(req, ENOENT);
+        if (node->directory) {
+            fuse_reply_err(req, EISDIR);
             return;
         }
         if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
             fuse_reply_err(req, EROFS);
             return;
         }
+        auto of = std::make_unique<OpenFile>(OpenFile{node->file, node->path});
+        fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
+        {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_files.insert(fi->fh);
+        }
         // O_DIRECT opens are served like any other: the kernel then sends reads straight to
-        // op_read, bypassing the page cache for this descriptor.
+        // op_read, bypassing the page cache for this descriptor. keep_cache is safe: an inode
+        // number always means the same bytes.
         fi->keep_cache = 1;
         fi->direct_io = 0;
         fi->noflush = 1;  // nothing to flush: spare the FLUSH request on every close
-        fuse_reply_open(req, fi);
+        if (fuse_reply_open(req, fi) == 0) {
+            of.release();
+        } else {  // the open was interrupted: no RELEASE will come
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_files.erase(fi->fh);
+        }
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept {
     try {
         Context& c = ctx(req);
-        const FileNode* node = c.fs->file(ino);
-        if (!node) {
+        OpenFile* of = fi ? open_file(fi) : nullptr;
+        if (!of) {
             fuse_reply_err(req, ino == kRootInode ? EISDIR : EBADF);
             return;
         }
@@ -175,9 +241,9 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
         }
         char* buf = thread_read_buffer(size);
         uint32_t failed_source = 0;
-        ssize_t n = node->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
+        ssize_t n = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
         if (n < 0) {
-            warn_read_failure(c, *node, static_cast<uint64_t>(off), size, n, failed_source);
+            warn_read_failure(c, *of, static_cast<uint64_t>(off), size, n, failed_source);
             fuse_reply_err(req, EIO);
             return;
         }
@@ -187,43 +253,86 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     }
 }
 
-void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_reply_err(req, 0); }
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
+    Context& c = ctx(req);
+    {
+        std::lock_guard<std::mutex> lock(c.handles_mutex);
+        c.open_files.erase(fi->fh);
+    }
+    delete open_file(fi);
+    fuse_reply_err(req, 0);
+}
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     try {
-        if (ino != kRootInode) {
-            fuse_reply_err(req, ctx(req).fs->file(ino) ? ENOTDIR : ENOENT);
+        Context& c = ctx(req);
+        std::shared_ptr<const Snapshot> snap = c.live->current();
+        const Node* node = snap->node(ino);
+        if (!node) {
+            fuse_reply_err(req, ESTALE);
             return;
         }
-        // The listing never changes: let the kernel cache it across opendir calls.
-        fi->cache_readdir = 1;
-        fi->keep_cache = 1;
-        fuse_reply_open(req, fi);
+        if (!node->directory) {
+            fuse_reply_err(req, ENOTDIR);
+            return;
+        }
+        auto od = std::make_unique<OpenDir>(OpenDir{std::move(snap), node});
+        fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(od.get()));
+        // Listings change while mounted: no kernel readdir cache (cache_readdir/keep_cache 0).
+        fi->cache_readdir = 0;
+        fi->keep_cache = 0;
+        {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_dirs.insert(fi->fh);
+        }
+        if (fuse_reply_open(req, fi) == 0) {
+            od.release();
+        } else {
+            std::lock_guard<std::mutex> lock(c.handles_mutex);
+            c.open_dirs.erase(fi->fh);
+        }
     } catch (...) {
         fuse_reply_err(req, EIO);
     }
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
+void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) noexcept {
     try {
-        const Filesystem& fs = *ctx(req).fs;
-        if (ino != kRootInode) {
-            fuse_reply_err(req, ENOTDIR);
+        OpenDir* od = fi ? open_dir(fi) : nullptr;
+        if (!od) {
+            fuse_reply_err(req, EBADF);
             return;
         }
         if (off < 0) {
             fuse_reply_err(req, EINVAL);
             return;
         }
+        const Node& dir = *od->node;
+        const auto& nodes = od->snapshot->nodes();
+        const size_t count = dir.children.size() + 2;
         std::vector<char> buf(size);
         size_t used = 0;
-        for (size_t i = static_cast<size_t>(off); i < fs.dir_size(); ++i) {
-            DirEntry e = fs.dir_entry(i);
+        // Offsets: 0 ".", 1 "..", then the children in name order; an entry's offset is the
+        // index of the next one.
+        for (size_t i = static_cast<size_t>(off); i < count; ++i) {
+            const char* name;
             struct stat st {};
-            st.st_ino = static_cast<ino_t>(e.ino);
-            st.st_mode = e.type;
-            size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name, &st,
-                                            static_cast<off_t>(i + 1));
+            if (i == 0) {
+                name = ".";
+                st.st_ino = static_cast<ino_t>(dir.ino);
+                st.st_mode = S_IFDIR;
+            } else if (i == 1) {
+                // The kernel ignores d_ino of ".."; the root lists itself as its parent.
+                name = "..";
+                st.st_ino = static_cast<ino_t>(dir.parent);
+                st.st_mode = S_IFDIR;
+            } else {
+                const Node& child = nodes[dir.children[i - 2]];
+                name = child.name.c_str();
+                st.st_ino = static_cast<ino_t>(child.ino);
+                st.st_mode = child.directory ? S_IFDIR : S_IFREG;
+            }
+            size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name, &st, static_cast<off_t>(i + 1));
             if (need > size - used) break;  // entry did not fit: the kernel asks again from i
             used += need;
         }
@@ -233,18 +342,26 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
     }
 }
 
-void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_reply_err(req, 0); }
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
+    Context& c = ctx(req);
+    {
+        std::lock_guard<std::mutex> lock(c.handles_mutex);
+        c.open_dirs.erase(fi->fh);
+    }
+    delete open_dir(fi);
+    fuse_reply_err(req, 0);
+}
 
 void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
     try {
-        const Filesystem& fs = *ctx(req).fs;
+        std::shared_ptr<const Snapshot> snap = ctx(req).live->current();
         struct statvfs sv {};
         sv.f_bsize = 4096;
         sv.f_frsize = 4096;
-        sv.f_blocks = static_cast<fsblkcnt_t>((fs.total_bytes() + 4095) / 4096);
+        sv.f_blocks = static_cast<fsblkcnt_t>((snap->total_bytes() + 4095) / 4096);
         sv.f_bfree = 0;
         sv.f_bavail = 0;
-        sv.f_files = static_cast<fsfilcnt_t>(fs.files().size() + 1);
+        sv.f_files = static_cast<fsfilcnt_t>(snap->nodes().size());
         sv.f_ffree = 0;
         sv.f_favail = 0;
         sv.f_namemax = 255;
@@ -290,6 +407,8 @@ fuse_lowlevel_ops make_ops() noexcept {
     fuse_lowlevel_ops ops{};
     ops.init = op_init;
     ops.lookup = op_lookup;
+    ops.forget = op_forget;
+    ops.forget_multi = op_forget_multi;
     ops.getattr = op_getattr;
     ops.open = op_open;
     ops.read = op_read;
@@ -316,6 +435,14 @@ fuse_lowlevel_ops make_ops() noexcept {
 }
 
 }  // namespace
+
+void free_open_handles(Context& c) noexcept {
+    std::lock_guard<std::mutex> lock(c.handles_mutex);
+    for (uint64_t fh : c.open_files) delete reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fh));
+    for (uint64_t fh : c.open_dirs) delete reinterpret_cast<OpenDir*>(static_cast<uintptr_t>(fh));
+    c.open_files.clear();
+    c.open_dirs.clear();
+}
 
 const fuse_lowlevel_ops& lowlevel_ops() noexcept {
     static const fuse_lowlevel_ops ops = make_ops();

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_set>
 
 #include "fs/filesystem.hpp"
 #include "fs/fuse_api.hpp"
+#include "fs/live.hpp"
 
 namespace gguf_mount::fs {
 
@@ -15,19 +19,41 @@ namespace gguf_mount::fs {
 /// libfuse 3.14 refuses to start when the two differ.
 inline constexpr size_t kMaxRead = size_t{1} << 20;
 
-/// Entry and attribute timeout, in seconds. The served files never change while mounted, so
-/// the kernel may cache names and attributes for a day; a timeout of 0 would cost one GETATTR
-/// per read() (≈40 % of warm throughput, shared/docs/fuse-performance.md).
-inline constexpr double kCacheTimeoutSeconds = 86400.0;
+/// Attribute timeout of regular files, in seconds. An inode number is never reused for other
+/// content (fs/filesystem.hpp InodeTable), so a file's attributes only change on a chmod or
+/// chown of its sources, and the watcher then invalidates them (notify_inval_inode); the kernel
+/// may keep them for a day. A timeout of 0 would cost one GETATTR per read() (≈40 % of warm
+/// throughput, shared/docs/fuse-performance.md).
+inline constexpr double kFileAttrTimeoutSeconds = 86400.0;
+
+/// Entry timeout of every name (positive and negative) and attribute timeout of directories,
+/// in seconds. The watcher invalidates changed names at once (notify_inval_entry); this bound
+/// covers the one race it cannot: a lookup answered from the old snapshot just after the
+/// invalidation was sent. With it, a set that appears or disappears in SOURCE is seen within
+/// about 1 s + the watcher's delay. Its cost is one LOOKUP per path component per second of
+/// use, not per read.
+inline constexpr double kEntryTimeoutSeconds = 1.0;
 
 /// What the handlers receive as libfuse userdata (the `userdata` of fuse_session_new).
 struct Context {
-    const Filesystem* fs = nullptr;
+    LiveFilesystem* live = nullptr;
     WarningLimiter read_warnings;   // rate limit for "shard read failed" warnings
+    /// Every fi->fh handed out by open/opendir and not yet released (guarded by
+    /// handles_mutex; open and release only, never read). The kernel sends no RELEASE for
+    /// handles still open when the session ends on a signal: free_open_handles() frees those.
+    std::mutex handles_mutex;
+    std::unordered_set<uint64_t> open_files;
+    std::unordered_set<uint64_t> open_dirs;
 };
 
+/// Frees the handles left in `c` once the session loop has ended (no handler runs any more).
+void free_open_handles(Context& c) noexcept;
+
 /// The operation table to pass to fuse_session_new together with a Context*.
-/// Served: init, lookup, getattr, open, read, release, opendir, readdir, releasedir, statfs.
+/// Served: init, lookup, forget, forget_multi, getattr, open, read, release, opendir, readdir,
+/// releasedir, statfs. An open file's handle (fi->fh) holds the VirtualFile it was opened with,
+/// so it keeps serving those bytes (or EIO) after SOURCE changed; an open directory's handle
+/// holds the snapshot it was opened in, so a listing is consistent across readdir calls.
 /// Every modifying operation (setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link,
 /// write, create, setxattr, removexattr, fallocate, copy_file_range) and every open for
 /// writing fails with EROFS. Handlers never throw: a catch-all replies EIO.

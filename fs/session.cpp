@@ -8,7 +8,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -65,7 +67,7 @@ void raise_readahead(const std::string& mountpoint, const struct stat& root, uns
 /// window, reads the first byte of every served file through the mount, and only then tells
 /// systemd READY=1 (sd_notify(3); a no-op when NOTIFY_SOCKET is unset), so a unit ordered
 /// after gguf-mount@.service finds the merged files readable.
-void after_mount(const std::string& mountpoint, const Filesystem& filesystem, unsigned readahead_kb) {
+void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsigned readahead_kb) {
     struct stat st {};
     struct statfs sfs {};
     if (::stat(mountpoint.c_str(), &st) != 0 || ::statfs(mountpoint.c_str(), &sfs) != 0 ||
@@ -74,26 +76,36 @@ void after_mount(const std::string& mountpoint, const Filesystem& filesystem, un
         return;
     }
     raise_readahead(mountpoint, st, readahead_kb);
-    for (const FileNode& f : filesystem.files()) {
-        std::string path = mountpoint + "/" + f.name;
+    std::shared_ptr<const Snapshot> snap = live.current();
+    for (const Node& n : snap->nodes()) {
+        if (n.directory) continue;
+        std::string path = mountpoint + "/" + n.path;
         int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         char byte;
-        bool ok = fd >= 0 && ::pread(fd, &byte, 1, 0) == 1;
+        bool ok = fd >= 0 && (n.file->size() == 0 || ::pread(fd, &byte, 1, 0) == 1);
         int err = errno;
         if (fd >= 0) ::close(fd);
-        if (!ok) {
+        if (ok) continue;
+        // Unmounted meanwhile (the path now resolves below the mount point): nothing to report.
+        struct stat now {};
+        if (::stat(mountpoint.c_str(), &now) != 0 || now.st_dev != st.st_dev) {
+            spdlog::info("{}: the mount went away before it became ready", mountpoint);
+            return;
+        }
+        // A file that went away because SOURCE changed meanwhile is no reason to stay unready.
+        if (live.current() == snap) {
             spdlog::error("{}: not readable through the mount: {}", path, std::strerror(err));
             return;
         }
     }
-    std::string status = "STATUS=serving " + std::to_string(filesystem.files().size()) + " file(s) at " + mountpoint;
+    std::string status = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
     sd_notifyf(0, "READY=1\n%s", status.c_str());
     spdlog::debug("{}: ready", mountpoint);
 }
 
 /// Starts after_mount on a thread that blocks the termination signals, so they keep
 /// reaching the loop threads that libfuse's handlers must interrupt.
-std::thread start_after_mount_thread(const std::string& mountpoint, const Filesystem& filesystem, unsigned kb) {
+std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb) {
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -102,9 +114,9 @@ std::thread start_after_mount_thread(const std::string& mountpoint, const Filesy
     pthread_sigmask(SIG_BLOCK, &block, &old);
     std::thread t;
     try {
-        t = std::thread([mountpoint, &filesystem, kb] {
+        t = std::thread([mountpoint, &live, kb] {
             try {
-                after_mount(mountpoint, filesystem, kb);
+                after_mount(mountpoint, live, kb);
             } catch (...) {
                 // Best effort: the mount works without a raised window; systemd times out.
             }
@@ -114,6 +126,40 @@ std::thread start_after_mount_thread(const std::string& mountpoint, const Filesy
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return t;
+}
+
+/// The write end of the watcher's wake pipe, for the SIGHUP handler (-1: none).
+std::atomic<int> g_rescan_fd{-1};
+
+/// SIGHUP: ask the watcher for a rescan. Async-signal-safe (one write(2)), errno preserved.
+extern "C" void on_sighup(int) {
+    int saved = errno;
+    int fd = g_rescan_fd.load();
+    if (fd >= 0) {
+        char c = 'R';
+        ssize_t n = ::write(fd, &c, 1);
+        (void)n;
+    }
+    errno = saved;
+}
+
+/// Replaces libfuse's SIGHUP handler (which ends the session) with on_sighup; `old` receives
+/// the disposition to restore.
+bool install_sighup(int wake_fd, struct sigaction* old) {
+    g_rescan_fd = wake_fd;
+    struct sigaction sa {};
+    sa.sa_handler = on_sighup;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    return ::sigaction(SIGHUP, &sa, old) == 0;
+}
+
+void restore_sighup() {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGHUP, &sa, nullptr);
+    g_rescan_fd = -1;
 }
 
 }  // namespace
@@ -140,7 +186,7 @@ bool ensure_standard_fds_open() noexcept {
     }
 }
 
-int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
+int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     const std::string& mnt = opts.mountpoint;
 
     // fuse_session_new skips argv[0] and parses the rest like a command line.
@@ -155,7 +201,7 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     spdlog::debug("{}: FUSE options {}", mnt, option_list);
 
     Context context;
-    context.fs = &filesystem;
+    context.live = &live;
     const fuse_lowlevel_ops& ops = lowlevel_ops();
     std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&a.args, &ops, sizeof ops, &context));
     if (!se) {
@@ -163,17 +209,49 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
         spdlog::error("{}: cannot create the FUSE session (invalid mount options: {})", mnt, option_list);
         return 1;
     }
+
+    // Kernel notifications go through the session; the watcher calls them from its own thread.
+    fuse_session* session = se.get();
+    Notifier notifier;
+    notifier.inval_entry = [session](uint64_t parent, const std::string& name) {
+        int rc = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
+        if (rc != 0 && rc != -ENOENT) spdlog::debug("notify_inval_entry({}, {}): {}", parent, name, std::strerror(-rc));
+    };
+    notifier.inval_inode = [session](uint64_t ino) {
+        // Negative offset: attributes only. A directory's listing is never cached (op_opendir),
+        // and a file's content never changes under one inode number.
+        int rc = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+        if (rc != 0 && rc != -ENOENT) spdlog::debug("notify_inval_inode({}): {}", ino, std::strerror(-rc));
+    };
+    notifier.served = [mnt](size_t files) {
+        sd_notifyf(0, "STATUS=serving %zu file(s) at %s", files, mnt.c_str());
+    };
+    std::unique_ptr<Watcher> watcher;
+    try {
+        watcher = std::make_unique<Watcher>(live, std::move(notifier), opts.watch);
+    } catch (const std::exception& e) {
+        spdlog::error("{}: {}", mnt, e.what());
+        return 1;
+    }
+
     if (fuse_set_signal_handlers(se.get()) != 0) {
         spdlog::error("{}: cannot install the signal handlers", mnt);
         return 1;
     }
+    if (!install_sighup(watcher->wake_fd(), nullptr)) {
+        fuse_remove_signal_handlers(se.get());
+        spdlog::error("{}: cannot install the SIGHUP handler: {}", mnt, std::strerror(errno));
+        return 1;
+    }
     if (fuse_session_mount(se.get(), mnt.c_str()) != 0) {
+        restore_sighup();
         fuse_remove_signal_handlers(se.get());
         spdlog::error("{}: cannot mount (see the libfuse message above; is /dev/fuse usable and fusermount3 installed?)",
                       mnt);
         return 1;
     }
-    spdlog::info("{}: mounted ({} file{})", mnt, filesystem.files().size(), filesystem.files().size() == 1 ? "" : "s");
+    const size_t files = live.current()->file_count();
+    spdlog::info("{}: mounted ({} file{})", mnt, files, files == 1 ? "" : "s");
 
     if (!opts.foreground && opts.before_daemonize) {
         try {
@@ -186,12 +264,18 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     if (fuse_daemonize(opts.foreground ? 1 : 0) != 0) {
         spdlog::error("{}: cannot daemonize", mnt);
         fuse_session_unmount(se.get());
+        restore_sighup();
         fuse_remove_signal_handlers(se.get());
         return 1;
     }
 
     // Threads may start now: the process will not fork again.
-    std::thread post_mount = start_after_mount_thread(mnt, filesystem, opts.readahead_kb);
+    std::thread post_mount = start_after_mount_thread(mnt, live, opts.readahead_kb);
+    try {
+        watcher->start();
+    } catch (const std::exception& e) {
+        spdlog::error("{}: cannot start live updates ({}); SOURCE changes need a remount", mnt, e.what());
+    }
 
     int rc;
     if (opts.single_thread) {
@@ -209,12 +293,26 @@ int run_session(const Filesystem& filesystem, const SessionOptions& opts) {
     }
 
     sd_notify(0, "STOPPING=1");
+    // The watcher must be gone before the session: it sends notifications through it. A
+    // notification can only hang if the kernel waits for a request nobody reads any more; then
+    // the session and the watcher are left for the process exit to reclaim.
+    bool watcher_stopped = watcher->stop(std::chrono::seconds(2));
+    restore_sighup();
+    if (!watcher_stopped) {
+        spdlog::warn("{}: the live-update thread did not stop; leaving it to the process exit", mnt);
+        (void)watcher.release();
+    }
     fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());
     // Destroy (closing /dev/fuse aborts the connection) before joining: a stat() of the mount
     // root still waiting for INIT only returns once the connection is gone.
-    se.reset();
+    if (watcher_stopped) {
+        se.reset();
+    } else {
+        (void)se.release();
+    }
     if (post_mount.joinable()) post_mount.join();
+    free_open_handles(context);
 
     if (uint64_t n = context.read_warnings.take_suppressed()) {
         spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", mnt, n);

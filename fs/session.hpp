@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "fs/filesystem.hpp"
+#include "fs/live.hpp"
+#include "fs/watcher.hpp"
 
 namespace gguf_mount::fs {
 
@@ -32,20 +33,25 @@ struct SessionOptions {
     /// Called right before fuse_daemonize() when !foreground, while stderr still works:
     /// the place to switch logging to syslog. May be empty.
     std::function<void()> before_daemonize;
+    /// Live updates (fs/watcher.hpp): poll interval and inotify settling time.
+    Watcher::Options watch;
 };
 
-/// Mounts `fs` on opts.mountpoint and serves it until the file system is unmounted
-/// (fusermount3 -u, umount) or SIGINT/SIGTERM/SIGHUP arrives (libfuse's
-/// fuse_set_signal_handlers; then it unmounts itself). Returns the process exit status:
-/// 0 after a clean unmount, 1 when the session cannot be created, mounted or run (each failure
-/// logged as one line naming the mount point). `fs` must outlive the call.
+/// Mounts `live` (already scanned once: LiveFilesystem::rescan) on opts.mountpoint and serves it
+/// until the file system is unmounted (fusermount3 -u, umount) or SIGINT/SIGTERM arrives
+/// (libfuse's fuse_set_signal_handlers; then it unmounts itself). While mounted, a Watcher
+/// thread rescans SOURCE when it changes and invalidates the kernel's caches; SIGHUP asks it
+/// for a rescan at once (libfuse's SIGHUP handler, which would exit, is replaced).
+/// Returns the process exit status: 0 after a clean unmount, 1 when the session cannot be
+/// created, mounted or run (each failure logged as one line naming the mount point).
+/// `live` must outlive the call.
 ///
-/// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers,
-/// fuse_session_mount, fuse_daemonize, loop, fuse_session_unmount, fuse_remove_signal_handlers,
-/// fuse_session_destroy. No thread exists before fuse_daemonize; the post-mount thread (readahead,
-/// readiness check, sd_notify READY=1) and
-/// the worker threads start after it.
-int run_session(const Filesystem& fs, const SessionOptions& opts);
+/// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers (then
+/// our SIGHUP handler), fuse_session_mount, fuse_daemonize, watcher and post-mount threads,
+/// loop, stop the watcher, fuse_session_unmount, fuse_remove_signal_handlers,
+/// fuse_session_destroy. No thread exists before fuse_daemonize. The post-mount thread raises
+/// the readahead window, checks every served file is readable and sends sd_notify READY=1.
+int run_session(LiveFilesystem& live, const SessionOptions& opts);
 
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if need be), so a shard opened
 /// later never gets one of them: fuse_daemonize() redirects 0-2 to /dev/null and would

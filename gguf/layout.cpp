@@ -34,6 +34,14 @@ void VirtualLayout::append_header(std::string bytes) {
     push(e);
 }
 
+void VirtualLayout::append_header_range(uint64_t offset, uint64_t length) {
+    Extent e;
+    e.kind = Extent::Kind::Header;
+    e.source_offset = offset;
+    e.length = length;
+    push(e);
+}
+
 void VirtualLayout::append_source(uint32_t source, uint64_t source_offset, uint64_t length) {
     Extent e;
     e.kind = Extent::Kind::Source;

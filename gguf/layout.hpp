@@ -67,6 +67,12 @@ public:
     /// Appends extents, merging a new extent into the previous one when they are contiguous
     /// (zeros after zeros, a source range continuing the previous one of the same source).
     void append_header(std::string bytes);
+    /// Sets the in-memory header bytes without adding an extent (for copying a layout with
+    /// append_header_range; see flatten_sources).
+    void set_header(std::string bytes) { header_ = std::move(bytes); }
+    /// Appends a Header extent for bytes [offset, offset + length) of header(); the caller
+    /// guarantees they exist.
+    void append_header_range(uint64_t offset, uint64_t length);
     void append_source(uint32_t source, uint64_t source_offset, uint64_t length);
     void append_zeros(uint64_t length);
 

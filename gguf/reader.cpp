@@ -50,8 +50,9 @@ std::string describe(const char* what, std::string_view key) {
 /// before anything is allocated.
 class Cursor {
 public:
-    Cursor(int fd, std::string_view mem, uint64_t file_size, const std::string& name)
-        : fd_(fd), mem_(mem), file_size_(file_size), name_(name) {}
+    /// Bytes come from `pread` when it is non-null, else from `mem`.
+    Cursor(const PreadFn* pread, std::string_view mem, uint64_t file_size, const std::string& name)
+        : pread_(pread), mem_(mem), file_size_(file_size), name_(name) {}
 
     uint64_t pos() const { return pos_; }
     uint64_t left() const { return file_size_ - pos_; }
@@ -69,7 +70,7 @@ public:
                                       " are left in the file (size " + std::to_string(file_size_) + ")");
         }
         uint64_t end = pos_ + n;
-        if (fd_ < 0) {
+        if (!pread_) {
             if (end > mem_.size()) fail(Code::Truncated, std::string(what) + " runs past the bytes given");
             return mem_.data() + pos_;
         }
@@ -81,7 +82,7 @@ public:
                                                std::min(file_size_, kMaxHeaderBytes));
             size_t old = buf_.size();
             buf_.resize(want);
-            ssize_t got = pread_full(fd_, buf_.data() + old, want - old, old);
+            ssize_t got = (*pread_)(buf_.data() + old, want - old, old);
             if (got < 0) {
                 throw Error(Code::Io, name_ + ": read failed at offset " + std::to_string(old) + ": " +
                                           std::strerror(static_cast<int>(-got)),
@@ -104,12 +105,12 @@ public:
 
     /// Returns the bytes [from, pos) as a string (they are already buffered).
     std::string slice(uint64_t from) const {
-        const char* base = fd_ < 0 ? mem_.data() : buf_.data();
+        const char* base = pread_ ? buf_.data() : mem_.data();
         return std::string(base + from, pos_ - from);
     }
 
     std::string_view view(uint64_t from, uint64_t len) const {
-        const char* base = fd_ < 0 ? mem_.data() : buf_.data();
+        const char* base = pread_ ? buf_.data() : mem_.data();
         return std::string_view(base + from, len);
     }
 
@@ -138,7 +139,7 @@ public:
     }
 
 private:
-    int fd_;
+    const PreadFn* pread_;
     std::string_view mem_;
     uint64_t file_size_;
     const std::string& name_;
@@ -371,7 +372,7 @@ Header parse(Cursor& c, const std::string& name) {
 
 Header parse_header(std::string_view bytes, uint64_t file_size, const std::string& name) {
     if (bytes.size() > file_size) file_size = bytes.size();
-    Cursor c(-1, bytes, file_size, name);
+    Cursor c(nullptr, bytes, file_size, name);
     return parse(c, name);
 }
 
@@ -382,8 +383,18 @@ Header read_header(int fd, const std::string& name) {
         throw Error(Code::Io, name + ": cannot stat: " + std::strerror(e), e);
     }
     if (!S_ISREG(st.st_mode)) throw Error(Code::Io, name + ": not a regular file");
-    Cursor c(fd, {}, static_cast<uint64_t>(st.st_size), name);
+    PreadFn fn = [fd](void* dst, size_t len, uint64_t offset) { return pread_full(fd, dst, len, offset); };
+    return read_header(fn, static_cast<uint64_t>(st.st_size), name);
+}
+
+Header read_header(const PreadFn& pread, uint64_t file_size, const std::string& name) {
+    Cursor c(&pread, {}, file_size, name);
     return parse(c, name);
+}
+
+Header read_header(const OpenLogicalFile& file) {
+    PreadFn fn = [&file](void* dst, size_t len, uint64_t offset) { return file.pread(dst, len, offset); };
+    return read_header(fn, file.size(), file.file().path);
 }
 
 Header read_header(const std::string& path) {

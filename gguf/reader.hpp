@@ -1,11 +1,15 @@
 // Bounds-checked GGUF header reader (GGUF v2 and v3).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
 #include "gguf/header.hpp"
+#include "gguf/logical_file.hpp"
 
 namespace gguf {
 
@@ -16,6 +20,18 @@ Header read_header(const std::string& path);
 /// Same for an open descriptor; `name` is used in error messages. Reads only the header bytes
 /// (in chunks of up to 1 MiB), never the tensor data.
 Header read_header(int fd, const std::string& name);
+
+/// A pread(2)-like byte source: reads up to `len` bytes at `offset` into `dst` and returns the
+/// number read (fewer only at the end of the data) or -errno.
+using PreadFn = std::function<ssize_t(void* dst, size_t len, uint64_t offset)>;
+
+/// Same for any byte source of `file_size` bytes (e.g. a concatenation of byte-split parts);
+/// `name` is used in error messages. Reads only the header bytes, in chunks of up to 1 MiB.
+Header read_header(const PreadFn& pread, uint64_t file_size, const std::string& name);
+
+/// Same for an open logical file (one file or the concatenation of byte-split parts); error
+/// messages name file.file().path, the logical name.
+Header read_header(const OpenLogicalFile& file);
 
 /// Parses a header from bytes already in memory: `bytes` is the start of a file whose total
 /// size is `file_size` (>= bytes.size()); used by tests and fuzzers.

@@ -44,16 +44,22 @@ int64_t split_key(const Header& h, const std::string& path, std::string_view key
     return *kv->value.as_int();
 }
 
-Shard load_shard(const std::string& path) {
+/// Reads and validates the header of one shard; the recorded stats are the fstats of the
+/// descriptors the header was read through.
+Shard load_shard(const LogicalFile& file) {
+    OpenLogicalFile open = OpenLogicalFile::open(file);
     Shard s;
-    s.path = path;
-    UniqueFd fd = open_read_only(path);
-    if (::fstat(fd.get(), &s.st) != 0) {
-        int e = errno;
-        throw Error(Code::Io, path + ": cannot stat: " + std::strerror(e), e);
-    }
-    s.header = read_header(fd.get(), path);
+    s.path = file.path;
+    s.header = read_header(open);
+    s.file = open.file();
     return s;
+}
+
+/// The default resolver: the regular file at `path`; nullopt when nothing exists there.
+std::optional<LogicalFile> resolve_single(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+    return LogicalFile::single(path);
 }
 
 }  // namespace
@@ -88,7 +94,9 @@ SplitSet SplitSet::open_any(const std::string& path) {
     return open(shard_path(name->prefix, 1, name->count));
 }
 
-SplitSet SplitSet::open(const std::string& first) {
+SplitSet SplitSet::open(const std::string& first) { return open(first, resolve_single); }
+
+SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) {
     SplitSet set;
     auto name = parse_shard_name(first);
     if (!name) {
@@ -100,7 +108,26 @@ SplitSet SplitSet::open(const std::string& first) {
     }
     set.prefix_ = name->prefix;
 
-    set.shards_.push_back(load_shard(first));
+    auto missing = [&](const std::string& path, uint32_t i, uint32_t n) {
+        return Error(Code::BadSplit, path + ": missing shard " + std::to_string(i) + " of " + std::to_string(n));
+    };
+    auto load = [&](const std::string& path, uint32_t i) {
+        std::optional<LogicalFile> file;
+        try {
+            file = resolve(path);
+        } catch (const Error& e) {
+            if (e.code() == Code::Io && e.sys_errno() == ENOENT) throw missing(path, i, name->count);
+            throw;
+        }
+        if (!file) throw missing(path, i, name->count);
+        try {
+            return load_shard(*file);
+        } catch (const Error& e) {
+            if (e.code() == Code::Io && e.sys_errno() == ENOENT) throw missing(path, i, name->count);
+            throw;
+        }
+    };
+    set.shards_.push_back(load(first, 1));
     const Header& h0 = set.shards_[0].header;
     int64_t count = split_key(h0, first, kKeySplitCount, ValueType::U16);
     if (count < 1) throw Error(Code::BadSplit, first + ": key 'split.count' is 0 (not a valid split count)");
@@ -119,16 +146,7 @@ SplitSet SplitSet::open(const std::string& first) {
     uint64_t seen = 0;
     for (uint32_t i = 0; i < static_cast<uint32_t>(count); ++i) {
         if (i > 0) {
-            std::string path = shard_path(set.prefix_, i + 1, name->count);
-            try {
-                set.shards_.push_back(load_shard(path));
-            } catch (const Error& e) {
-                if (e.code() == Code::Io && e.sys_errno() == ENOENT) {
-                    throw Error(Code::BadSplit, path + ": missing shard " + std::to_string(i + 1) + " of " +
-                                                    std::to_string(count));
-                }
-                throw;
-            }
+            set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1));
         }
         const Shard& s = set.shards_[i];
         int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
@@ -174,13 +192,27 @@ VirtualLayout plan_merge(const SplitSet& set) {
 
     std::vector<PlacedTensor> tensors;
     tensors.reserve(set.tensor_count());
+    std::vector<LogicalFile> files;
+    files.reserve(set.shards().size());
+    bool concatenations = false;
     for (uint32_t i = 0; i < set.shards().size(); ++i) {
         const Header& h = set.shards()[i].header;
         for (const auto& ti : h.tensors) {
             tensors.push_back(PlacedTensor{ti, i, h.data_offset + ti.offset});
         }
+        files.push_back(set.shards()[i].file);
+        concatenations = concatenations || set.shards()[i].file.is_concatenation();
     }
-    return plan_gguf_file(kvs, tensors, h0.alignment);
+    VirtualLayout logical = plan_gguf_file(kvs, tensors, h0.alignment);
+    // Shards of one file each: shard index == part index, nothing to cut.
+    return concatenations ? flatten_sources(logical, files) : logical;
+}
+
+std::vector<FilePart> set_parts(const SplitSet& set) {
+    std::vector<FilePart> parts;
+    parts.reserve(set.shards().size());
+    for (const auto& s : set.shards()) parts.insert(parts.end(), s.file.parts.begin(), s.file.parts.end());
+    return parts;
 }
 
 std::vector<SetScan> scan_directory(const std::string& dir) {

@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "gguf/header.hpp"
 #include "gguf/layout.hpp"
+#include "gguf/logical_file.hpp"
 
 namespace gguf {
 
@@ -30,10 +33,16 @@ std::string shard_path(const std::string& prefix, uint32_t index, uint32_t count
 
 /// One validated shard of a set.
 struct Shard {
-    std::string path;
+    std::string path;   // logical path "dir/m-00002-of-00003.gguf" (== file.path)
+    LogicalFile file;   // its physical file(s), each with the fstat taken when the header was read
     Header header;
-    struct stat st {};  // stat of the shard when it was read (size, mtime, inode)
 };
+
+/// Finds the logical file behind a shard path: returns nullopt when there is no such shard
+/// (it is reported as missing). The default (SplitSet::open(path)) is the regular file at that
+/// path; the catalog passes one that also knows byte-split shards ("m-00001-of-00002.gguf"
+/// made of "m-00001-of-00002.gguf.part1of2" + ".part2of2").
+using ShardResolver = std::function<std::optional<LogicalFile>(const std::string& shard_path)>;
 
 /// A complete, validated split set.
 ///
@@ -49,6 +58,10 @@ public:
     /// Opens and validates the set whose first shard is `first_shard_path`.
     /// Throws gguf::Error whose one-line message names the offending file and key.
     static SplitSet open(const std::string& first_shard_path);
+
+    /// Same, with the shard files found by `resolve` (see ShardResolver); shard paths are
+    /// built as shard_path(prefix, i, N) from `first_shard_path`.
+    static SplitSet open(const std::string& first_shard_path, const ShardResolver& resolve);
 
     /// Like open() but accepts any shard of the set (the first is derived from its name).
     static SplitSet open_any(const std::string& shard_path);
@@ -74,8 +87,13 @@ private:
 ///  - each tensor's bytes from its shard, zero padded.
 /// Alignment: shard 1's general.alignment, or 32 (the reference always uses 32; for 32 the
 /// result is byte-identical, for other values ours is the one a strict reader accepts).
-/// Extent sources are shard indices (0-based) into set.shards().
+/// Extent sources index the flattened list of physical parts of the shards
+/// (gguf::flatten_sources over the shards' files; for shards of one file each, the shard
+/// index), as set_parts(set) lists them.
 VirtualLayout plan_merge(const SplitSet& set);
+
+/// The physical parts of every shard of `set`, in shard order: the sources of plan_merge(set).
+std::vector<FilePart> set_parts(const SplitSet& set);
 
 /// The outcome of looking at one candidate set in a directory.
 struct SetScan {
@@ -88,6 +106,8 @@ struct SetScan {
 /// Finds every split set in directory `dir` (not recursive): each distinct prefix among the
 /// names matching the shard pattern is one candidate, validated with SplitSet::open. Candidates
 /// whose first shard is absent are reported with an error naming it. Sorted by name.
+/// Plain shard files only: the mount and `check` use gguf::build_catalog (gguf/catalog.hpp),
+/// which also handles byte-split shards, nested folders, links and name clashes.
 /// Throws gguf::Error(Io) when `dir` cannot be listed.
 std::vector<SetScan> scan_directory(const std::string& dir);
 

@@ -7,27 +7,58 @@
 
 namespace gguf {
 
-VirtualFile::VirtualFile(VirtualLayout layout, std::vector<SourceFile> sources)
-    : layout_(std::move(layout)), sources_(std::move(sources)) {}
+namespace {
 
-VirtualFile VirtualFile::merged(const SplitSet& set) {
+/// Size and mtime unchanged (the descriptor is the same file by construction).
+bool same_content_state(const struct stat& a, const struct stat& b) noexcept {
+    return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+VirtualFile::VirtualFile(VirtualLayout layout, std::vector<SourceFile> sources)
+    : layout_(std::move(layout)), sources_(std::move(sources)) {
+    for (SourceFile& s : sources_) {
+        if (s.st.st_ino == 0 && s.fd) ::fstat(s.fd.get(), &s.st);
+    }
+}
+
+VirtualFile VirtualFile::open(VirtualLayout layout, const std::vector<FilePart>& parts) {
     std::vector<SourceFile> sources;
-    sources.reserve(set.shards().size());
-    for (const Shard& s : set.shards()) {
+    sources.reserve(parts.size());
+    for (const FilePart& p : parts) {
         SourceFile f;
-        f.path = s.path;
-        f.fd = open_read_only(s.path);
+        f.path = p.path;
+        f.fd = open_read_only(p.path);
         if (::fstat(f.fd.get(), &f.st) != 0) {
             int e = errno;
-            throw Error(Code::Io, s.path + ": cannot stat: " + std::strerror(e), e);
+            throw Error(Code::Io, p.path + ": cannot stat: " + std::strerror(e), e);
         }
-        if (f.st.st_ino != s.st.st_ino || f.st.st_dev != s.st.st_dev || f.st.st_size != s.st.st_size ||
-            f.st.st_mtim.tv_sec != s.st.st_mtim.tv_sec || f.st.st_mtim.tv_nsec != s.st.st_mtim.tv_nsec) {
-            throw Error(Code::BadSplit, s.path + ": changed while it was being validated");
+        if (p.st.st_ino != 0 && !same_file_state(p.st, f.st)) {
+            throw Error(Code::BadSplit, p.path + ": changed while it was being read");
         }
         sources.push_back(std::move(f));
     }
-    return VirtualFile(plan_merge(set), std::move(sources));
+    for (const Extent& e : layout.extents()) {
+        if (e.kind == Extent::Kind::Source && e.source >= sources.size()) {
+            throw Error(Code::BadArgument, "extent at " + std::to_string(e.start) + " names source " +
+                                               std::to_string(e.source) + " of " + std::to_string(sources.size()));
+        }
+    }
+    return VirtualFile(std::move(layout), std::move(sources));
+}
+
+VirtualFile VirtualFile::merged(const SplitSet& set) { return open(plan_merge(set), set_parts(set)); }
+
+VirtualFile VirtualFile::concatenation(const LogicalFile& file) {
+    return open(concatenation_layout(file), file.parts);
+}
+
+bool VirtualFile::source_changed(uint32_t index) const noexcept {
+    if (index >= sources_.size()) return false;
+    struct stat now {};
+    if (::fstat(sources_[index].fd.get(), &now) != 0) return false;
+    return !same_content_state(now, sources_[index].st);
 }
 
 ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* failed_source) const noexcept {
@@ -46,7 +77,11 @@ ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* fail
             case Extent::Kind::Source: {
                 const SourceFile& src = sources_[p.extent->source];
                 ssize_t n = pread_full(src.fd.get(), out, p.length, p.extent->source_offset + p.skip);
-                if (n != static_cast<ssize_t>(p.length)) {
+                // Checked after the read: a rewrite that raced with it has already moved the
+                // mtime (file systems update it before copying the new data in).
+                struct stat now {};
+                bool changed = n >= 0 && (::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st));
+                if (n != static_cast<ssize_t>(p.length) || changed) {
                     failed = true;
                     result = n < 0 ? n : -EIO;
                     if (failed_source) *failed_source = p.extent->source;

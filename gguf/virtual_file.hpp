@@ -10,6 +10,7 @@
 
 #include "gguf/file_io.hpp"
 #include "gguf/layout.hpp"
+#include "gguf/logical_file.hpp"
 #include "gguf/split_set.hpp"
 
 namespace gguf {
@@ -18,28 +19,51 @@ namespace gguf {
 struct SourceFile {
     std::string path;
     UniqueFd fd;
-    struct stat st {};  // as seen when the layout was planned
+    struct stat st {};  // fstat of fd when it was opened (checked against the planned stat)
 };
 
 class VirtualFile {
 public:
     /// Takes ownership of `sources`; every Source extent of `layout` must index into it.
+    /// A source whose `st` is unset (st_ino == 0) gets the fstat of its descriptor now: the
+    /// state read() checks the source against.
     VirtualFile(VirtualLayout layout, std::vector<SourceFile> sources);
 
-    /// The merged file of a validated split set: plan_merge(set) with each shard opened
-    /// read-only once. Throws gguf::Error(Io) when a shard cannot be opened, or
-    /// Code::BadSplit when a shard changed (size, mtime or inode) since it was validated.
+    /// Opens every part of `parts` read-only once; Source extent k of `layout` reads parts[k].
+    /// A part whose recorded stat is set (st_ino != 0) must still be the same file
+    /// (same_file_state: device, inode, size, mtime), so the layout planned from it is still
+    /// right. Throws gguf::Error(Io) naming the part that cannot be opened, Code::BadSplit
+    /// "PART: changed while it was being read" when it changed.
+    static VirtualFile open(VirtualLayout layout, const std::vector<FilePart>& parts);
+
+    /// The merged file of a validated split set: open(plan_merge(set), set_parts(set)), every
+    /// physical part of every shard opened once. Throws like open().
     static VirtualFile merged(const SplitSet& set);
+
+    /// A logical file served as is (a companion file, or byte-split parts concatenated): one
+    /// Source extent per non-empty part. Throws like open().
+    static VirtualFile concatenation(const LogicalFile& file);
 
     uint64_t size() const { return layout_.size(); }
     const VirtualLayout& layout() const { return layout_; }
     const std::vector<SourceFile>& sources() const { return sources_; }
 
+    /// True when source `index` no longer has the size and mtime recorded when it was opened
+    /// (one fstat). False for an unknown index or when fstat fails.
+    bool source_changed(uint32_t index) const noexcept;
+
     /// Copies bytes [offset, offset + len) of the virtual file into `dst` (clipped at size()).
     /// Returns the number of bytes copied, or -errno: -EIO when a source returns fewer bytes
-    /// than its extent promises (a truncated shard), the pread errno otherwise; on error
-    /// `*failed_source` (if given) receives the index of the source that failed.
-    /// Thread-safe, never allocates, never throws.
+    /// than its extent promises (a truncated shard) or when, after the bytes were read, the
+    /// source's fstat no longer shows the size and mtime it had when opened (it was rewritten in
+    /// place, so the bytes may be a mix of old and new content: never served); the pread errno
+    /// otherwise. On error `*failed_source` (if given) receives the index of the source that
+    /// failed. A source that was deleted or renamed over keeps serving its old content through
+    /// the open descriptor. Thread-safe, never allocates, never throws.
+    ///
+    /// Cost of the change check: one fstat(2) per source piece of a request. Measured through
+    /// the mount (O_DIRECT dd of a page-cached 1 GiB file, 128 KiB and 1 MiB requests, 2.7-3.8
+    /// GB/s either way): no difference above the run-to-run noise of about 10 %.
     ssize_t read(uint64_t offset, size_t len, char* dst, uint32_t* failed_source = nullptr) const noexcept;
 
 private:

@@ -14,6 +14,14 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The real-client tests (tests/clients, ctest label "clients") need node >= 20 and npm. Keep a
+# node that is already there (e.g. from NodeSource, which bundles npm); otherwise take Debian's.
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all build and test dependencies are present"
   exit 0
@@ -24,3 +32,10 @@ sudo=""
 echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if command -v node >/dev/null 2>&1; then
+  major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')
+  if [ "$major" -lt 20 ]; then
+    echo "install-deps: node $(node --version) is older than 20: the node-llama-cpp and @huggingface/gguf" \
+         "client tests will be skipped (install node 20 or newer to run them)" >&2
+  fi
+fi

@@ -13,12 +13,16 @@ _gguf_mount() {
             COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --help" -- "$cur"))
             [[ "$cur" != -* ]] && _filedir
             ;;
+        check)
+            COMPREPLY=($(compgen -W "--json --show-shards --help" -- "$cur"))
+            [[ "$cur" != -* ]] && _filedir
+            ;;
         *)
             if [ "$cword" -eq 1 ]; then
-                COMPREPLY=($(compgen -W "split merge mount --help --version" -- "$cur"))
+                COMPREPLY=($(compgen -W "split merge mount check --help --version" -- "$cur"))
                 _filedir -d
             elif [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--foreground --debug --single-thread --verbose --log-level --readahead-kb -o --help --version" -- "$cur"))
+                COMPREPLY=($(compgen -W "--foreground --debug --single-thread --show-shards --verbose --log-level --readahead-kb -o --help --version" -- "$cur"))
             else
                 _filedir
             fi

@@ -1,148 +1,251 @@
-// The inode table of fs/filesystem.hpp, without a mount: inode numbering, lookup, attributes,
-// directory listing, and the warning rate limiter.
+// The inode tree of fs/filesystem.hpp and the live file system of fs/live.hpp, without a mount:
+// inode numbering and stability, lookup, attributes, directory trees, snapshot diffs, problem
+// reporting, lookup counts, and the warning rate limiter.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <stdexcept>
 
 #include <gtest/gtest.h>
 
 #include "fs/filesystem.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "fs/live.hpp"
+#include "gguf/catalog.hpp"
 #include "support/support.hpp"
 
 namespace {
 
-using gguf_mount::fs::FileNode;
-using gguf_mount::fs::Filesystem;
+using gguf_mount::fs::diff_snapshots;
+using gguf_mount::fs::InodeTable;
 using gguf_mount::fs::kRootInode;
-using gguf_mount::fs::ServedFile;
+using gguf_mount::fs::LiveFilesystem;
+using gguf_mount::fs::Node;
+using gguf_mount::fs::Snapshot;
 using gguf_mount::fs::WarningLimiter;
+using gguf_test::fixture;
+using gguf_test::TempDir;
 
-std::shared_ptr<const gguf::VirtualFile> merged(const std::string& first_shard) {
-    return std::make_shared<const gguf::VirtualFile>(gguf::VirtualFile::merged(gguf::SplitSet::open(first_shard)));
+std::string kvzoo_shard(int i) { return "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf"; }
+
+void copy_kvzoo(const std::string& dir) {
+    for (int i = 1; i <= 7; ++i) gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), dir + "/" + kvzoo_shard(i));
 }
 
-struct stat dir_stat() {
+std::shared_ptr<const Snapshot> snapshot_of(const std::string& source, InodeTable& inodes,
+                                            const Snapshot* previous = nullptr) {
+    std::vector<std::string> errors;
+    auto snap = Snapshot::build(gguf::build_catalog(source), inodes, previous, &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    return snap;
+}
+
+TEST(Snapshot, TreeWithInodesInPathOrder) {
+    TempDir src;
+    ASSERT_EQ(::chmod(src.path().c_str(), 0755), 0);  // mkdtemp made it 0700
+    ASSERT_EQ(::mkdir((src / "Q4_K_M").c_str(), 0755), 0);
+    copy_kvzoo(src / "Q4_K_M");
+    gguf_test::write_file(src / "README.md", "hi");
+    InodeTable inodes;
+    auto snap = snapshot_of(src.path(), inodes);
+    // /, /Q4_K_M (2), /Q4_K_M/kvzoo.gguf (3), /README.md (4)
+    const Node* dir = snap->lookup(kRootInode, "Q4_K_M");
+    ASSERT_NE(dir, nullptr);
+    EXPECT_EQ(dir->ino, 2u);
+    EXPECT_TRUE(dir->directory);
+    const Node* merged = snap->lookup(2, "kvzoo.gguf");
+    ASSERT_NE(merged, nullptr);
+    EXPECT_EQ(merged->ino, 3u);
+    EXPECT_EQ(merged->parent, 2u);
+    EXPECT_EQ(merged->path, "Q4_K_M/kvzoo.gguf");
+    EXPECT_EQ(static_cast<uint64_t>(merged->attr.st_size), merged->file->size());
+    EXPECT_EQ(snap->lookup(kRootInode, "README.md")->ino, 4u);
+    EXPECT_EQ(snap->node(3), merged);
+    EXPECT_EQ(snap->find("Q4_K_M/kvzoo.gguf"), merged);
+    // Lookups that must fail.
+    EXPECT_EQ(snap->lookup(kRootInode, "kvzoo.gguf"), nullptr);
+    EXPECT_EQ(snap->lookup(3, "x"), nullptr);   // a file is no directory
+    EXPECT_EQ(snap->lookup(99, "x"), nullptr);  // unknown parent
+    EXPECT_EQ(snap->node(99), nullptr);
+    // Attributes.
+    EXPECT_TRUE(S_ISDIR(snap->root().attr.st_mode));
+    EXPECT_EQ(snap->root().attr.st_mode & 07777, 0555u);
+    EXPECT_EQ(snap->root().attr.st_nlink, 3u);  // ., .., Q4_K_M
+    EXPECT_EQ(snap->root().children.size(), 2u);
+    EXPECT_EQ(merged->attr.st_mode & 07777, 0444u);
+    EXPECT_EQ(merged->attr.st_nlink, 1u);
+    EXPECT_EQ(static_cast<uint64_t>(merged->attr.st_blocks), (merged->file->size() + 511) / 512);
+    EXPECT_EQ(snap->file_count(), 2u);
+    EXPECT_EQ(snap->total_bytes(), merged->file->size() + 2);
+}
+
+TEST(Snapshot, SamePathSameContentKeepsItsInodeAndItsOpenFile) {
+    TempDir src;
+    copy_kvzoo(src.path());
+    gguf_test::write_file(src / "a.txt", "a");
+    InodeTable inodes;
+    auto first = snapshot_of(src.path(), inodes);
+    gguf_test::write_file(src / "b.txt", "b");  // something else changes
+    auto second = snapshot_of(src.path(), inodes, first.get());
+    const Node* a1 = first->find("kvzoo.gguf");
+    const Node* a2 = second->find("kvzoo.gguf");
+    ASSERT_TRUE(a1 && a2);
+    EXPECT_EQ(a1->ino, a2->ino);
+    EXPECT_EQ(a1->file.get(), a2->file.get());  // the same open VirtualFile, not reopened
+    auto d = diff_snapshots(*first, *second);
+    EXPECT_EQ(d.added, std::vector<std::string>{"b.txt"});
+    EXPECT_TRUE(d.removed.empty());
+    ASSERT_EQ(d.entries.size(), 1u);
+    EXPECT_EQ(d.entries[0].parent, kRootInode);
+    EXPECT_EQ(d.entries[0].name, "b.txt");
+}
+
+TEST(Snapshot, ChangedContentGetsANewInodeNeverAnOldOne) {
+    TempDir src;
+    gguf_test::write_file(src / "a.txt", "one");
+    InodeTable inodes;
+    auto s1 = snapshot_of(src.path(), inodes);
+    uint64_t ino1 = s1->find("a.txt")->ino;
+    ::unlink((src / "a.txt").c_str());
+    gguf_test::write_file(src / "a.txt", "two!");
+    auto s2 = snapshot_of(src.path(), inodes, s1.get());
+    uint64_t ino2 = s2->find("a.txt")->ino;
+    EXPECT_NE(ino1, ino2);
+    auto d = diff_snapshots(*s1, *s2);
+    EXPECT_EQ(d.replaced, std::vector<std::string>{"a.txt"});
+    ASSERT_EQ(d.entries.size(), 1u);
+    EXPECT_EQ(d.entries[0].name, "a.txt");
+    // Removed, then a third content: a third number.
+    ::unlink((src / "a.txt").c_str());
+    auto s3 = snapshot_of(src.path(), inodes, s2.get());
+    EXPECT_EQ(s3->find("a.txt"), nullptr);
+    EXPECT_EQ(diff_snapshots(*s2, *s3).removed, std::vector<std::string>{"a.txt"});
+    gguf_test::write_file(src / "a.txt", "three");
+    auto s4 = snapshot_of(src.path(), inodes, s3.get());
+    EXPECT_NE(s4->find("a.txt")->ino, ino1);
+    EXPECT_NE(s4->find("a.txt")->ino, ino2);
+    // The old snapshot still serves its own bytes.
+    std::string buf(3, '\0');
+    EXPECT_EQ(s1->find("a.txt")->file->read(0, 3, buf.data()), 3);
+    EXPECT_EQ(buf, "one");
+}
+
+TEST(Snapshot, AttributeChangeWithoutNewContentIsAnAttributeChange) {
+    TempDir src;
+    gguf_test::write_file(src / "a.txt", "one");
+    InodeTable inodes;
+    auto s1 = snapshot_of(src.path(), inodes);
+    ASSERT_EQ(::chmod((src / "a.txt").c_str(), 0600), 0);
+    auto s2 = snapshot_of(src.path(), inodes, s1.get());
+    EXPECT_EQ(s1->find("a.txt")->ino, s2->find("a.txt")->ino);
+    EXPECT_EQ(s2->find("a.txt")->attr.st_mode & 07777, 0400u);
+    auto d = diff_snapshots(*s1, *s2);
+    EXPECT_TRUE(d.entries.empty());
+    EXPECT_EQ(d.attributes, std::vector<uint64_t>{s2->find("a.txt")->ino});
+}
+
+TEST(Snapshot, EmptyCatalogIsAnEmptyRoot) {
+    gguf::Catalog c;
+    InodeTable inodes;
+    auto snap = Snapshot::build(c, inodes, nullptr, nullptr);
+    EXPECT_EQ(snap->nodes().size(), 1u);
+    EXPECT_EQ(snap->root().ino, kRootInode);
+    EXPECT_EQ(snap->file_count(), 0u);
+    EXPECT_EQ(snap->root().attr.st_mode & 07777, 0555u);
+}
+
+TEST(InodeTable, NumbersAreStableAndNeverReused) {
+    InodeTable t;
+    EXPECT_EQ(t.assign("", "x"), kRootInode);
+    EXPECT_EQ(t.assign("a", "1"), 2u);
+    EXPECT_EQ(t.assign("b", "1"), 3u);
+    EXPECT_EQ(t.assign("a", "1"), 2u);
+    EXPECT_EQ(t.assign("a", "2"), 4u);
+    EXPECT_EQ(t.assign("a", "1"), 5u);  // back to old content: still a new number
+    EXPECT_EQ(t.assign("b", "1"), 3u);
+}
+
+TEST(LiveFilesystem, RescanReportsProblemsOnceAndAgainAfterTheyWereFixed) {
+    TempDir src;
+    for (int i = 1; i <= 6; ++i) {
+        gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), src / kvzoo_shard(i));
+    }
+    LiveFilesystem live(src.path(), {});
+    EXPECT_EQ(live.current()->file_count(), 0u);  // nothing before the first scan
+    auto r1 = live.rescan();
+    ASSERT_EQ(r1.new_problems.size(), 1u);
+    EXPECT_NE(r1.new_problems[0].reason.find("missing shard 7 of 7"), std::string::npos);
+    auto r2 = live.rescan();
+    EXPECT_TRUE(r2.new_problems.empty());  // same problem: not again
+    EXPECT_TRUE(r2.changes.empty());
+    // A growing shard 7 (download in progress): one new problem, not one per size.
+    const std::string bytes = gguf_test::read_file(fixture("kvzoo/t7/" + kvzoo_shard(7)));
+    gguf_test::write_file(src / kvzoo_shard(7), bytes.substr(0, 100000));
+    auto r3 = live.rescan();
+    ASSERT_EQ(r3.new_problems.size(), 1u);
+    gguf_test::write_file(src / kvzoo_shard(7), bytes.substr(0, 200000));
+    EXPECT_TRUE(live.rescan().new_problems.empty());
+    // Complete: served, and the problem is forgotten.
+    gguf_test::write_file(src / kvzoo_shard(7), bytes);
+    auto r4 = live.rescan();
+    EXPECT_TRUE(r4.new_problems.empty());
+    EXPECT_EQ(r4.changes.added, std::vector<std::string>{"kvzoo.gguf"});
+    EXPECT_EQ(live.current()->file_count(), 1u);
+    // Broken again: reported again.
+    ::unlink((src / kvzoo_shard(7)).c_str());
+    auto r5 = live.rescan();
+    EXPECT_EQ(r5.new_problems.size(), 1u);
+    EXPECT_EQ(r5.changes.removed, std::vector<std::string>{"kvzoo.gguf"});
+}
+
+TEST(LiveFilesystem, VanishedSourceIsAnEmptyRootAndComesBack) {
+    TempDir tmp;
+    const std::string src = tmp / "src";
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    gguf_test::write_file(src + "/a.txt", "a");
+    LiveFilesystem live(src, {});
+    live.rescan();
+    EXPECT_EQ(live.current()->file_count(), 1u);
+    ASSERT_EQ(::unlink((src + "/a.txt").c_str()), 0);
+    ASSERT_EQ(::rmdir(src.c_str()), 0);
+    auto r = live.rescan();
+    EXPECT_EQ(live.current()->file_count(), 0u);
+    ASSERT_EQ(r.new_problems.size(), 1u);
+    EXPECT_NE(r.new_problems[0].reason.find("serving an empty directory"), std::string::npos);
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    gguf_test::write_file(src + "/b.txt", "b");
+    live.rescan();
+    EXPECT_NE(live.current()->find("b.txt"), nullptr);
+}
+
+TEST(LiveFilesystem, LookupCountsKeepAttributesUntilForgotten) {
+    TempDir src;
+    LiveFilesystem live(src.path(), {});
     struct stat st {};
-    st.st_uid = 1234;
-    st.st_gid = 5678;
-    st.st_mtim.tv_sec = 1;
-    return st;
+    st.st_mode = S_IFREG | 0444;
+    st.st_size = 42;
+    live.remember_lookup(7, st);
+    live.remember_lookup(7, st);
+    struct stat out {};
+    ASSERT_TRUE(live.known_attributes(7, &out));
+    EXPECT_EQ(out.st_size, 42);
+    live.forget(7, 1);
+    EXPECT_TRUE(live.known_attributes(7, &out));
+    live.forget(7, 1);
+    EXPECT_FALSE(live.known_attributes(7, &out));
+    EXPECT_EQ(live.known_inodes(), 0u);
+    live.remember_lookup(kRootInode, st);  // the root is never counted
+    EXPECT_EQ(live.known_inodes(), 0u);
 }
 
-TEST(Filesystem, InodesFollowSortedNamesWhateverTheInputOrder) {
-    auto kv = merged(gguf_test::fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf"));
-    auto nt = merged(gguf_test::fixture("notensors/t7/notensors-00001-of-00001.gguf"));
-    Filesystem a({{"zeta.gguf", kv}, {"alpha.gguf", nt}}, dir_stat());
-    Filesystem b({{"alpha.gguf", nt}, {"zeta.gguf", kv}}, dir_stat());
-    for (const Filesystem* fs : {&a, &b}) {
-        ASSERT_EQ(fs->files().size(), 2u);
-        EXPECT_EQ(fs->files()[0].name, "alpha.gguf");
-        EXPECT_EQ(fs->files()[0].ino, 2u);
-        EXPECT_EQ(fs->files()[1].name, "zeta.gguf");
-        EXPECT_EQ(fs->files()[1].ino, 3u);
-        EXPECT_EQ(fs->total_bytes(), kv->size() + nt->size());
-    }
-}
-
-TEST(Filesystem, LookupAndFile) {
-    auto kv = merged(gguf_test::fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf"));
-    Filesystem fs({{"kvzoo.gguf", kv}}, dir_stat());
-    const FileNode* n = fs.lookup(kRootInode, "kvzoo.gguf");
-    ASSERT_NE(n, nullptr);
-    EXPECT_EQ(n->ino, 2u);
-    EXPECT_EQ(fs.file(2), n);
-    EXPECT_EQ(fs.lookup(kRootInode, "kvzoo"), nullptr);
-    EXPECT_EQ(fs.lookup(kRootInode, "kvzoo.gguf2"), nullptr);
-    EXPECT_EQ(fs.lookup(kRootInode, ""), nullptr);
-    EXPECT_EQ(fs.lookup(2, "kvzoo.gguf"), nullptr);  // a file is no directory
-    EXPECT_EQ(fs.lookup(99, "kvzoo.gguf"), nullptr);
-    EXPECT_EQ(fs.file(kRootInode), nullptr);
-    EXPECT_EQ(fs.file(0), nullptr);
-    EXPECT_EQ(fs.file(3), nullptr);
-    EXPECT_EQ(fs.file(UINT64_MAX), nullptr);
-}
-
-TEST(Filesystem, AttributesComeFromTheShards) {
-    gguf_test::TempDir dir;
-    for (int i = 1; i <= 7; ++i) {
-        std::string n = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
-        gguf_test::copy_file(gguf_test::fixture("kvzoo/t7/" + n), dir / n);
-        ASSERT_EQ(::chmod((dir / n).c_str(), 0644), 0);
-    }
-    // One shard readable by its owner only: the merged file must not be more readable.
-    ASSERT_EQ(::chmod((dir / "kvzoo-00004-of-00007.gguf").c_str(), 0640), 0);
-    // One shard newer than the others: its mtime is the file's mtime.
-    struct timespec times[2] = {{2000000000, 5}, {2000000000, 5}};
-    ASSERT_EQ(::utimensat(AT_FDCWD, (dir / "kvzoo-00006-of-00007.gguf").c_str(), times, 0), 0);
-
-    auto kv = merged(dir / "kvzoo-00001-of-00007.gguf");
-    Filesystem fs({{"kvzoo.gguf", kv}}, dir_stat());
-    struct stat st {};
-    ASSERT_EQ(fs.getattr(2, &st), 0);
-    EXPECT_TRUE(S_ISREG(st.st_mode));
-    EXPECT_EQ(st.st_mode & 07777, 0440u);  // read bits only, the AND over the shards
-    EXPECT_EQ(static_cast<uint64_t>(st.st_size), kv->size());
-    EXPECT_EQ(static_cast<uint64_t>(st.st_blocks), (kv->size() + 511) / 512);
-    EXPECT_EQ(st.st_nlink, 1u);
-    EXPECT_EQ(st.st_ino, 2u);
-    EXPECT_EQ(st.st_uid, ::getuid());
-    EXPECT_EQ(st.st_mtim.tv_sec, 2000000000);
-    EXPECT_EQ(st.st_mtim.tv_nsec, 5);
-
-    struct stat root {};
-    ASSERT_EQ(fs.getattr(kRootInode, &root), 0);
-    EXPECT_TRUE(S_ISDIR(root.st_mode));
-    EXPECT_EQ(root.st_mode & 07777, 0555u);
-    EXPECT_EQ(root.st_uid, 1234u);
-    EXPECT_EQ(root.st_gid, 5678u);
-    EXPECT_EQ(root.st_mtim.tv_sec, 2000000000);  // newest served file
-    EXPECT_EQ(fs.getattr(3, &root), -ENOENT);
-}
-
-TEST(Filesystem, WriteBitsAreNeverReported) {
-    gguf_test::TempDir dir;
-    gguf_test::copy_file(gguf_test::fixture("notensors/t7/notensors-00001-of-00001.gguf"),
-                         dir / "notensors-00001-of-00001.gguf");
-    ASSERT_EQ(::chmod((dir / "notensors-00001-of-00001.gguf").c_str(), 0777), 0);
-    Filesystem fs({{"n.gguf", merged(dir / "notensors-00001-of-00001.gguf")}}, dir_stat());
-    EXPECT_EQ(fs.files()[0].attr.st_mode & 07777, 0444u);
-}
-
-TEST(Filesystem, DirectoryEntries) {
-    auto nt = merged(gguf_test::fixture("notensors/t7/notensors-00001-of-00001.gguf"));
-    Filesystem fs({{"b.gguf", nt}, {"a.gguf", nt}}, dir_stat());
-    ASSERT_EQ(fs.dir_size(), 4u);
-    EXPECT_STREQ(fs.dir_entry(0).name, ".");
-    EXPECT_EQ(fs.dir_entry(0).ino, kRootInode);
-    EXPECT_EQ(fs.dir_entry(0).type, static_cast<mode_t>(S_IFDIR));
-    EXPECT_STREQ(fs.dir_entry(1).name, "..");
-    EXPECT_STREQ(fs.dir_entry(2).name, "a.gguf");
-    EXPECT_EQ(fs.dir_entry(2).ino, 2u);
-    EXPECT_EQ(fs.dir_entry(2).type, static_cast<mode_t>(S_IFREG));
-    EXPECT_STREQ(fs.dir_entry(3).name, "b.gguf");
-    EXPECT_EQ(fs.dir_entry(3).ino, 3u);
-}
-
-TEST(Filesystem, EmptyTableHasOnlyTheRoot) {
-    struct stat d = dir_stat();
-    Filesystem fs({}, d);
-    EXPECT_EQ(fs.dir_size(), 2u);
-    EXPECT_EQ(fs.root_attr().st_mtim.tv_sec, 1);
-    EXPECT_EQ(fs.total_bytes(), 0u);
-}
-
-TEST(Filesystem, RejectsBadNames) {
-    auto nt = merged(gguf_test::fixture("notensors/t7/notensors-00001-of-00001.gguf"));
-    for (std::string bad : {"", ".", "..", "a/b.gguf"}) {
-        EXPECT_THROW(Filesystem({{bad, nt}}, dir_stat()), std::invalid_argument) << bad;
-    }
-    EXPECT_THROW(Filesystem({{"x.gguf", nt}, {"x.gguf", nt}}, dir_stat()), std::invalid_argument);
-    EXPECT_THROW(Filesystem({{"x.gguf", nullptr}}, dir_stat()), std::invalid_argument);
+TEST(ProblemKey, LongNumbersAreMaskedSmallOnesKept) {
+    using gguf_mount::fs::problem_key;
+    gguf::Problem a{"x.gguf", "/s/x-00003-of-00007.gguf: truncated: data ends at offset 512000 but the file has 100000 bytes"};
+    gguf::Problem b{"x.gguf", "/s/x-00003-of-00007.gguf: truncated: data ends at offset 512000 but the file has 200000 bytes"};
+    EXPECT_EQ(problem_key(a), problem_key(b));
+    gguf::Problem c{"x.gguf", "/s/x-00006-of-00007.gguf: missing shard 6 of 7"};
+    gguf::Problem d{"x.gguf", "/s/x-00007-of-00007.gguf: missing shard 7 of 7"};
+    EXPECT_NE(problem_key(c), problem_key(d));
 }
 
 TEST(WarningLimiter, BurstThenSuppressedThenCountedInTheNextWindow) {

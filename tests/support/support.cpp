@@ -183,4 +183,15 @@ RunResult run(const std::vector<std::string>& argv) {
     return r;
 }
 
+void cut_file(const std::string& from, const std::vector<std::string>& outputs) {
+    const std::string bytes = read_file(from);
+    const size_t n = outputs.size();
+    ASSERT_GT(n, 0u);
+    const size_t each = bytes.size() / n;
+    for (size_t i = 0; i < n; ++i) {
+        size_t len = i + 1 == n ? bytes.size() - each * i : each;
+        write_file(outputs[i], bytes.substr(each * i, len));
+    }
+}
+
 }  // namespace gguf_test

@@ -40,6 +40,11 @@ private:
 /// Copies a file (used to make writable variants of fixtures).
 void copy_file(const std::string& from, const std::string& to);
 
+/// Cuts the file `from` into outputs.size() plain byte pieces (like split(1) -n), written to
+/// `outputs` in order: each piece has size / n bytes, the last one also gets the remainder.
+/// Concatenating the outputs gives back `from`. Fails the test on I/O errors.
+void cut_file(const std::string& from, const std::vector<std::string>& outputs);
+
 /// One merge case of tests/fixtures/MANIFEST.json.
 struct ManifestCase {
     std::string id;                    // "kvzoo/t7"

@@ -1,0 +1,187 @@
+// `gguf-mount check SOURCE [--json] [--show-shards]`: prints what a mount of SOURCE would show
+// (gguf::build_catalog): every served file with its shards or pieces and its size, every
+// directory, and every problem. Exit status 0 when there is no problem, 1 otherwise, 2 for usage
+// errors.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/offline.hpp"
+#include "gguf/catalog.hpp"
+#include "gguf/error.hpp"
+
+namespace gguf_mount::cli {
+
+namespace {
+
+const char* const kCheckHelpTail =
+    "\n"
+    "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
+    "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
+    "made of, and every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
+    "link, unreadable directory), one line each. Nothing is mounted or written.\n"
+    "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error.\n";
+
+/// `path` relative to `source` when it lies under it, else unchanged.
+std::string relative(const std::string& source, const std::string& path) {
+    if (path.size() > source.size() + 1 && path.compare(0, source.size(), source) == 0 && path[source.size()] == '/') {
+        return path.substr(source.size() + 1);
+    }
+    return path;
+}
+
+std::string octal(mode_t mode) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+    return buf;
+}
+
+/// Where the catalog's source paths are relative to: SOURCE, or its directory for a file.
+std::string base_dir(const gguf::Catalog& c) {
+    struct stat st {};
+    if (::stat(c.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return gguf::dir_name(c.source);
+    return c.source;
+}
+
+nlohmann::ordered_json to_json(const gguf::Catalog& c) {
+    const std::string base = base_dir(c);
+    nlohmann::ordered_json j;
+    j["source"] = c.source;
+    j["ok"] = c.problems.empty();
+    j["entries"] = nlohmann::ordered_json::array();
+    for (const auto& e : c.entries) {
+        nlohmann::ordered_json je;
+        je["path"] = e.path;
+        je["kind"] = gguf::entry_kind_name(e.kind);
+        je["size"] = e.size();
+        je["tensors"] = e.tensor_count;
+        je["mode"] = octal(e.attr.mode);
+        je["uid"] = e.attr.uid;
+        je["gid"] = e.attr.gid;
+        nlohmann::ordered_json members = nlohmann::ordered_json::array();
+        for (const auto& m : e.members) {
+            nlohmann::ordered_json jm;
+            jm["path"] = relative(base, m.path);
+            jm["size"] = m.size();
+            nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+            for (const auto& p : m.parts) parts.push_back({{"path", relative(base, p.path)}, {"size", p.size}});
+            jm["parts"] = parts;
+            members.push_back(jm);
+        }
+        je[e.kind == gguf::EntryKind::MergedSet ? "shards" : "files"] = members;
+        j["entries"].push_back(je);
+    }
+    j["directories"] = nlohmann::ordered_json::array();
+    for (const auto& d : c.directories) j["directories"].push_back({{"path", d.path}, {"mode", octal(d.attr.mode)}});
+    j["problems"] = nlohmann::ordered_json::array();
+    for (const auto& p : c.problems) j["problems"].push_back({{"path", p.path}, {"reason", p.reason}});
+    return j;
+}
+
+void print_text(const gguf::Catalog& c) {
+    const std::string base = base_dir(c);
+    std::printf("source %s\n", c.source.c_str());
+    size_t counts[4] = {0, 0, 0, 0};
+    for (const auto& e : c.entries) {
+        ++counts[static_cast<size_t>(e.kind)];
+        std::string what = gguf::entry_kind_name(e.kind);
+        if (e.kind == gguf::EntryKind::MergedSet) {
+            what += " of " + std::to_string(e.members.size()) + " shard" + (e.members.size() == 1 ? "" : "s");
+        } else if (e.kind == gguf::EntryKind::ByteSplit) {
+            what += " of " + std::to_string(e.members.front().parts.size()) + " pieces";
+        }
+        std::printf("%s: %s, %llu bytes", e.path.c_str(), what.c_str(), static_cast<unsigned long long>(e.size()));
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit) {
+            std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
+        }
+        std::printf(", mode %s\n", octal(e.attr.mode).c_str());
+        if (e.kind == gguf::EntryKind::MergedSet) {
+            for (size_t i = 0; i < e.members.size(); ++i) {
+                const auto& m = e.members[i];
+                std::printf("  shard %zu: %s, %llu bytes", i + 1, relative(base, m.path).c_str(),
+                            static_cast<unsigned long long>(m.size()));
+                if (m.is_concatenation()) std::printf(", %zu byte pieces", m.parts.size());
+                std::printf("\n");
+                if (m.is_concatenation()) {
+                    for (const auto& p : m.parts) {
+                        std::printf("    piece %s, %llu bytes\n", relative(base, p.path).c_str(),
+                                    static_cast<unsigned long long>(p.size));
+                    }
+                }
+            }
+        } else if (e.kind == gguf::EntryKind::ByteSplit) {
+            for (const auto& p : e.members.front().parts) {
+                std::printf("  piece %s, %llu bytes\n", relative(base, p.path).c_str(),
+                            static_cast<unsigned long long>(p.size));
+            }
+        }
+    }
+    if (!c.problems.empty()) {
+        std::printf("%zu problem%s:\n", c.problems.size(), c.problems.size() == 1 ? "" : "s");
+        for (const auto& p : c.problems) std::printf("  %s: %s\n", p.path.c_str(), p.reason.c_str());
+    }
+    std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
+                "%zu director%s, %zu problem(s)\n",
+                counts[0], counts[1], counts[2], counts[3], c.directories.size(),
+                c.directories.size() == 1 ? "y" : "ies", c.problems.size());
+}
+
+}  // namespace
+
+int run_check(int argc, char** argv) {
+    cxxopts::Options options("gguf-mount check", "Check a model directory: list what a mount would serve and why "
+                                                 "anything would not be served.");
+    options.custom_help("[options]");
+    options.positional_help("SOURCE");
+    // clang-format off
+    options.add_options()
+        ("json", "print the result as one JSON document")
+        ("show-shards", "also list shard files and byte pieces as files (as 'gguf-mount --show-shards' serves them)")
+        ("h,help", "show this help")
+        ("source", "SOURCE", cxxopts::value<std::string>())
+        ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
+    // clang-format on
+    options.parse_positional({"source", "extra"});
+    std::string source;
+    gguf::CatalogOptions copt;
+    bool json = false;
+    try {
+        auto r = options.parse(argc, argv);
+        if (r.count("help")) {
+            std::printf("%s%s", options.help().c_str(), kCheckHelpTail);
+            return 0;
+        }
+        if (r.count("extra")) {
+            return usage_error("check", "expected one SOURCE, got more arguments (first extra: '" +
+                                            r["extra"].as<std::vector<std::string>>().front() + "')");
+        }
+        if (!r.count("source")) return usage_error("check", "SOURCE is required");
+        source = r["source"].as<std::string>();
+        json = r.count("json") > 0;
+        copt.show_shards = r.count("show-shards") > 0;
+    } catch (const cxxopts::exceptions::exception& e) {
+        return usage_error("check", e.what());
+    }
+    while (source.size() > 1 && source.back() == '/') source.pop_back();
+
+    raise_open_file_limit();
+    gguf::Catalog catalog;
+    try {
+        catalog = gguf::build_catalog(source, copt);
+    } catch (const gguf::Error& e) {
+        print_error(e.what());
+        return 1;
+    }
+    if (json) {
+        std::printf("%s\n", to_json(catalog).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    } else {
+        print_text(catalog);
+    }
+    return catalog.problems.empty() ? 0 : 1;
+}
+
+}  // namespace gguf_mount::cli

@@ -1,0 +1,448 @@
+#include "gguf/catalog.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "gguf/byte_split.hpp"
+#include "gguf/error.hpp"
+#include "gguf/file_io.hpp"
+#include "gguf/reader.hpp"
+#include "gguf/split_set.hpp"
+
+namespace gguf {
+
+namespace {
+
+/// Most directories one catalog walks (aliases through links included); the rest is a Problem.
+constexpr size_t kMaxDirectories = 100000;
+
+bool later(const timespec& a, const timespec& b) {
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
+EntryAttributes directory_attributes(const struct stat& st) {
+    EntryAttributes a;
+    a.mode = st.st_mode & 0555;
+    a.uid = st.st_uid;
+    a.gid = st.st_gid;
+    a.mtime = st.st_mtim;
+    a.ctime = st.st_ctim;
+    return a;
+}
+
+/// A regular file of one directory listing.
+struct Listed {
+    std::string name;
+    FilePart part;  // path = absolute path through the link name, st through the link
+};
+
+/// A subdirectory to walk.
+struct Subdir {
+    std::string name;
+    std::string full;
+    struct stat st {};
+};
+
+/// A candidate for a served name before clash resolution.
+struct Candidate {
+    std::string name;        // in its directory
+    std::string first_part;  // base name of its first physical file (rule 6 ordering)
+    CatalogEntry entry;
+};
+
+std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+
+/// The first 4 bytes of `path` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
+bool starts_with_gguf_magic(const std::string& path) {
+    UniqueFd fd = open_read_only(path);
+    char magic[4] = {};
+    ssize_t n = pread_full(fd.get(), magic, sizeof magic, 0);
+    if (n < 0) {
+        int e = static_cast<int>(-n);
+        throw Error(Code::Io, path + ": read failed: " + std::strerror(e), e);
+    }
+    return n == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+class Walker {
+public:
+    Walker(const CatalogOptions& options, Catalog& out) : options_(options), out_(out) {}
+
+    /// Walks directory `abs` shown at `rel` ("" for the root).
+    void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
+        ++directories_;
+        out_.directories.push_back(CatalogDirectory{rel, directory_attributes(st)});
+        out_.watched.push_back(WatchedPath{abs, true, true, st});
+        ancestors_.push_back({st.st_dev, st.st_ino, rel});
+
+        std::vector<Listed> files;
+        std::vector<Subdir> subdirs;
+        std::set<std::string> real_names;
+        if (list(abs, rel, &files, &subdirs, &real_names)) {
+            scan_files(abs, rel, files, real_names, nullptr);
+        }
+        for (const Subdir& sub : subdirs) {
+            const std::string sub_rel = join(rel, sub.name);
+            auto loop = std::find_if(ancestors_.begin(), ancestors_.end(), [&](const Ancestor& a) {
+                return a.dev == sub.st.st_dev && a.ino == sub.st.st_ino;
+            });
+            if (loop != ancestors_.end()) {
+                problem(sub_rel, sub.full + ": symlink loop: it is the directory '" +
+                                     (loop->rel.empty() ? std::string(".") : loop->rel) +
+                                     "' again; not followed");
+            } else if (depth + 1 > options_.max_depth) {
+                problem(sub_rel, sub.full + ": nested deeper than " + std::to_string(options_.max_depth) +
+                                     " directories; not walked");
+            } else if (directories_ >= kMaxDirectories) {
+                problem(sub_rel, sub.full + ": more than " + std::to_string(kMaxDirectories) +
+                                     " directories under SOURCE; not walked");
+            } else {
+                walk(sub.full, sub_rel, sub.st, depth + 1);
+            }
+        }
+        ancestors_.pop_back();
+    }
+
+    /// The catalog of a single first shard `path` whose directory is `dir_abs`.
+    void single_set(const std::string& path, const struct stat& dir_st) {
+        const std::string dir = dir_name(path);
+        const std::string base = base_name(path);
+        out_.directories.push_back(CatalogDirectory{"", directory_attributes(dir_st)});
+        out_.watched.push_back(WatchedPath{dir, true, true, dir_st});
+        auto sn = parse_shard_name(base);
+        if (!sn || sn->index != 1) {
+            try {
+                SplitSet::open(path);  // throws the usual "not a first shard" message
+                problem(base, path + ": not the first shard of a gguf-split set");
+            } catch (const Error& e) {
+                problem(base, e.what());
+            }
+            return;
+        }
+        std::vector<Listed> files;
+        std::vector<Subdir> subdirs;
+        std::set<std::string> real_names;
+        if (list(dir, "", &files, &subdirs, &real_names)) scan_files(dir, "", files, real_names, &base);
+    }
+
+private:
+    struct Ancestor {
+        dev_t dev;
+        ino_t ino;
+        std::string rel;
+    };
+
+    void problem(const std::string& path, const std::string& reason) {
+        out_.problems.push_back(Problem{path, Error::one_line(reason)});
+    }
+
+    /// Lists directory `abs`: regular files, subdirectories and every name taken (rule 6).
+    /// Names starting with '.' are skipped. Returns false (and records a Problem) when the
+    /// directory cannot be read.
+    bool list(const std::string& abs, const std::string& rel, std::vector<Listed>* files, std::vector<Subdir>* subdirs,
+              std::set<std::string>* real_names) {
+        DIR* d = ::opendir(abs.c_str());
+        if (!d) {
+            int e = errno;
+            problem(rel.empty() ? "." : rel, abs + ": cannot list directory: " + std::strerror(e));
+            return false;
+        }
+        std::vector<std::string> names;
+        while (dirent* ent = ::readdir(d)) {
+            if (ent->d_name[0] == '.') continue;  // ".", "..", and hidden names (rule 1)
+            names.emplace_back(ent->d_name);
+        }
+        ::closedir(d);
+        std::sort(names.begin(), names.end());
+
+        for (const std::string& name : names) {
+            const std::string full = abs + "/" + name;
+            const std::string rp = join(rel, name);
+            struct stat lst {};
+            if (::lstat(full.c_str(), &lst) != 0) continue;  // vanished since readdir
+            real_names->insert(name);
+            struct stat st {};
+            if (::stat(full.c_str(), &st) != 0) {
+                int e = errno;
+                if (S_ISLNK(lst.st_mode)) {
+                    char target[4096];
+                    ssize_t n = ::readlink(full.c_str(), target, sizeof target - 1);
+                    std::string t = n >= 0 ? std::string(target, static_cast<size_t>(n)) : std::string("?");
+                    if (e == ELOOP) {
+                        problem(rp, full + ": symlink loop (the chain of links never ends); not followed");
+                    } else {
+                        problem(rp, full + ": dangling symlink to '" + t + "' (" + std::strerror(e) + "); not shown");
+                    }
+                    out_.watched.push_back(WatchedPath{full, false, false, {}});
+                }
+                continue;
+            }
+            if (S_ISDIR(st.st_mode)) {
+                subdirs->push_back(Subdir{name, full, st});
+            } else if (S_ISREG(st.st_mode)) {
+                Listed l;
+                l.name = name;
+                l.part.path = full;
+                l.part.st = st;
+                l.part.size = static_cast<uint64_t>(st.st_size);
+                out_.watched.push_back(WatchedPath{full, false, true, st});
+                files->push_back(std::move(l));
+            } else {
+                problem(rp, full + ": not a regular file or directory; not shown");
+            }
+        }
+        return true;
+    }
+
+    /// Rules 2-6 for the regular files of one directory. With `only_first`, just the set whose
+    /// first shard has that name is looked at (no companions, no byte-split files).
+    void scan_files(const std::string& abs, const std::string& rel, const std::vector<Listed>& files,
+                    const std::set<std::string>& real_names, const std::string* only_first) {
+        std::map<std::string, const Listed*> by_name;
+        std::vector<std::string> names;
+        for (const Listed& f : files) {
+            by_name[f.name] = &f;
+            names.push_back(f.name);
+        }
+        std::set<std::string> hidden;  // shard files and byte pieces (rule 4)
+
+        // Rule 2: byte-split groups -> logical files.
+        std::map<std::string, std::vector<LogicalFile>> group_files;
+        // With only_first, only pieces of that set's shards matter.
+        std::optional<ShardName> wanted = only_first ? parse_shard_name(*only_first) : std::nullopt;
+        auto relevant = [&](const std::string& logical_name) {
+            if (!wanted) return true;
+            auto sn = parse_shard_name(logical_name);
+            return sn && sn->prefix == wanted->prefix && sn->count == wanted->count;
+        };
+        for (const ByteSplitGroup& g : detect_byte_splits(names)) {
+            hidden.insert(g.pieces.begin(), g.pieces.end());
+            if (!relevant(g.logical)) continue;
+            if (!g.problem.empty()) {
+                problem(join(rel, g.logical), abs + "/" + g.problem + "; not shown");
+                continue;
+            }
+            LogicalFile lf;
+            lf.path = abs + "/" + g.logical;
+            for (const std::string& p : g.pieces) lf.parts.push_back(by_name.at(p)->part);
+            try {
+                for (size_t i = 1; i < lf.parts.size(); ++i) {
+                    if (starts_with_gguf_magic(lf.parts[i].path)) {
+                        throw Error(Code::BadMagic, lf.parts[i].path + ": starts with GGUF, so it is a GGUF file of " +
+                                                        "its own, not a byte piece of " + g.logical + "; not shown");
+                    }
+                }
+            } catch (const Error& e) {
+                problem(join(rel, g.logical), e.what());
+                continue;
+            }
+            group_files[g.logical].push_back(std::move(lf));
+        }
+
+        // The logical files by name, for finding shards: real files, then byte-split shards.
+        std::map<std::string, LogicalFile> logical;
+        for (const Listed& f : files) {
+            if (hidden.count(f.name)) continue;
+            LogicalFile lf;
+            lf.path = f.part.path;
+            lf.parts.push_back(f.part);
+            logical.emplace(f.name, std::move(lf));
+        }
+        std::vector<Candidate> candidates;
+        for (auto& [name, lfs] : group_files) {
+            const std::string rp = join(rel, name);
+            if (parse_shard_name(name)) {
+                // A shard made of pieces: resolved by name, validated with its set.
+                if (real_names.count(name)) {
+                    for (const auto& lf : lfs) {
+                        problem(rp, lf.parts.front().path + ": name clash: a real file " + name +
+                                        " exists, so these byte pieces are not used");
+                    }
+                    continue;
+                }
+                std::sort(lfs.begin(), lfs.end(), [](const LogicalFile& a, const LogicalFile& b) {
+                    return base_name(a.parts.front().path) < base_name(b.parts.front().path);
+                });
+                for (size_t i = 1; i < lfs.size(); ++i) {
+                    problem(rp, lfs[i].parts.front().path + ": name clash: shard " + name + " is already made of " +
+                                    lfs[0].parts.front().path + " and its pieces; not used");
+                }
+                logical.emplace(name, std::move(lfs[0]));
+                continue;
+            }
+            if (only_first) continue;
+            for (auto& lf : lfs) {
+                try {
+                    OpenLogicalFile open = OpenLogicalFile::open(lf);
+                    Header h = read_header(open);
+                    Candidate c;
+                    c.name = name;
+                    c.first_part = base_name(lf.parts.front().path);
+                    c.entry.kind = EntryKind::ByteSplit;
+                    c.entry.tensor_count = h.tensors.size();
+                    c.entry.members.push_back(open.file());
+                    c.entry.layout = concatenation_layout(open.file());
+                    candidates.push_back(std::move(c));
+                } catch (const Error& e) {
+                    problem(rp, std::string(e.what()) + "; not shown");
+                }
+            }
+        }
+
+        // Rule 3: split sets among the logical names.
+        std::map<std::pair<std::string, uint32_t>, bool> sets;  // (prefix, count) -> has shard 1
+        for (const auto& [name, lf] : logical) {
+            auto sn = parse_shard_name(name);
+            if (!sn) continue;
+            if (by_name.count(name)) hidden.insert(name);
+            bool& has_first = sets[{sn->prefix, sn->count}];
+            has_first = has_first || sn->index == 1;
+        }
+        auto resolve = [&](const std::string& path) -> std::optional<LogicalFile> {
+            if (path.size() <= abs.size() + 1 || path.compare(0, abs.size() + 1, abs + "/") != 0) return std::nullopt;
+            auto it = logical.find(path.substr(abs.size() + 1));
+            if (it == logical.end()) return std::nullopt;
+            return it->second;
+        };
+        for (const auto& [key, has_first] : sets) {
+            const std::string merged = key.first + ".gguf";
+            const std::string first = shard_path(key.first, 1, key.second);
+            if (only_first && first != *only_first) continue;
+            const std::string rp = join(rel, merged);
+            if (!has_first) {
+                problem(rp, abs + "/" + first + ": missing shard 1 of " + std::to_string(key.second) + "; not shown");
+                continue;
+            }
+            try {
+                SplitSet set = SplitSet::open(abs + "/" + first, resolve);
+                Candidate c;
+                c.name = merged;
+                c.entry.kind = EntryKind::MergedSet;
+                c.entry.tensor_count = set.tensor_count();
+                for (const Shard& s : set.shards()) c.entry.members.push_back(s.file);
+                c.entry.layout = plan_merge(set);
+                c.first_part = base_name(c.entry.members.front().parts.front().path);
+                candidates.push_back(std::move(c));
+            } catch (const Error& e) {
+                problem(rp, std::string(e.what()) + "; not shown");
+            }
+        }
+        if (wanted && !sets.count({wanted->prefix, wanted->count})) {
+            problem(*only_first, abs + "/" + *only_first + ": not found in the listing of its directory");
+        }
+
+        // Rule 6: real names win; then the first source name in byte order.
+        std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+            return std::tie(a.name, a.first_part) < std::tie(b.name, b.first_part);
+        });
+        std::map<std::string, std::string> taken;  // virtual name -> first source path
+        for (Candidate& c : candidates) {
+            const std::string rp = join(rel, c.name);
+            const std::string first_path = c.entry.members.front().parts.front().path;
+            if (real_names.count(c.name)) {
+                problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
+                                " and is served instead; not shown");
+                continue;
+            }
+            auto it = taken.find(c.name);
+            if (it != taken.end()) {
+                problem(rp, first_path + ": name clash: " + c.name + " is already served from " + it->second +
+                                "; not shown");
+                continue;
+            }
+            taken.emplace(c.name, first_path);
+            c.entry.path = rp;
+            c.entry.attr = file_attributes(c.entry.parts());
+            out_.entries.push_back(std::move(c.entry));
+        }
+        if (only_first) return;
+
+        // Rule 4: companions, and with show_shards the hidden files.
+        for (const Listed& f : files) {
+            bool is_hidden = hidden.count(f.name) > 0;
+            if (is_hidden && !options_.show_shards) continue;
+            CatalogEntry e;
+            e.path = join(rel, f.name);
+            e.kind = is_hidden ? EntryKind::Shard : EntryKind::Companion;
+            LogicalFile lf;
+            lf.path = f.part.path;
+            lf.parts.push_back(f.part);
+            e.layout = concatenation_layout(lf);
+            e.members.push_back(std::move(lf));
+            e.attr = file_attributes(e.parts());
+            out_.entries.push_back(std::move(e));
+        }
+    }
+
+    const CatalogOptions& options_;
+    Catalog& out_;
+    std::vector<Ancestor> ancestors_;
+    size_t directories_ = 0;
+};
+
+}  // namespace
+
+const char* entry_kind_name(EntryKind kind) noexcept {
+    switch (kind) {
+        case EntryKind::MergedSet: return "merged-set";
+        case EntryKind::ByteSplit: return "byte-split";
+        case EntryKind::Companion: return "companion";
+        case EntryKind::Shard: return "shard";
+    }
+    return "?";
+}
+
+EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
+    EntryAttributes a;
+    a.mode = 0444;
+    if (parts.empty()) return a;
+    a.uid = parts.front().st.st_uid;
+    a.gid = parts.front().st.st_gid;
+    a.mtime = parts.front().st.st_mtim;
+    a.ctime = parts.front().st.st_ctim;
+    for (const FilePart& p : parts) {
+        a.mode &= p.st.st_mode;
+        if (later(p.st.st_mtim, a.mtime)) a.mtime = p.st.st_mtim;
+        if (later(p.st.st_ctim, a.ctime)) a.ctime = p.st.st_ctim;
+    }
+    a.mode &= 0444;
+    return a;
+}
+
+Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
+    Catalog out;
+    out.source = source;
+    struct stat st {};
+    if (::stat(source.c_str(), &st) != 0) {
+        int e = errno;
+        throw Error(Code::Io, source + ": " + std::strerror(e), e);
+    }
+    Walker w(options, out);
+    if (S_ISDIR(st.st_mode)) {
+        w.walk(source, "", st, 0);
+    } else if (S_ISREG(st.st_mode)) {
+        struct stat dir_st {};
+        if (::stat(dir_name(source).c_str(), &dir_st) != 0) dir_st = st;
+        w.single_set(source, dir_st);
+    } else {
+        throw Error(Code::Io, source + ": not a directory or a regular file");
+    }
+    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
+    std::sort(out.directories.begin(), out.directories.end(), by_path);
+    std::sort(out.entries.begin(), out.entries.end(), by_path);
+    std::sort(out.problems.begin(), out.problems.end(),
+              [](const Problem& a, const Problem& b) { return std::tie(a.path, a.reason) < std::tie(b.path, b.reason); });
+    return out;
+}
+
+}  // namespace gguf

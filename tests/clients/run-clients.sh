@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Real clients against gguf-mount, end to end (ctest label "clients"; tests/CMakeLists.txt).
+#
+# Usage: tests/clients/run-clients.sh GGUF_MOUNT MMAP_PAGES PART
+#   GGUF_MOUNT  the gguf-mount binary under test
+#   MMAP_PAGES  the helper built from tests/clients/mmap_pages.c
+#   PART        npm      install the npm packages of tests/clients (only when missing)
+#               llama    node-llama-cpp (llama.cpp) loads tiny-llama three ways: the original file,
+#                        its first shard (split with our own `gguf-mount split`), and the merged
+#                        file on the mount; greedy token ids must equal tiny-llama/README.md's
+#               hf-gguf  @huggingface/gguf reads the mounted merged files: every KV and tensor
+#                        info equals the original's, apart from the documented split.* keys
+#               tools    mmap(MAP_PRIVATE) of every page, cp, cat, dd with odd block sizes and
+#                        sha256sum agree with the planner's bytes (`gguf-mount merge`)
+#
+# Each part that mounts uses its own temporary folder and always unmounts (trap). Exit status:
+# 0 pass, 1 fail, 77 skip (node/npm missing for the node parts; FUSE unusable for the mounts).
+# Network: only `npm install` from the npm registry (NODE_LLAMA_CPP_SKIP_DOWNLOAD=true and
+# --ignore-scripts: node-llama-cpp downloads and builds nothing; its linux-x64 package ships the
+# prebuilt llama.cpp).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:?usage: run-clients.sh GGUF_MOUNT MMAP_PAGES PART}
+mmap_pages=${2:?usage: run-clients.sh GGUF_MOUNT MMAP_PAGES PART}
+part=${3:?usage: run-clients.sh GGUF_MOUNT MMAP_PAGES PART}
+fixtures=$(cd "$here/../fixtures" && pwd)
+tiny=$fixtures/tiny-llama/tiny-llama.gguf
+
+# From tests/fixtures/tiny-llama/README.md (made with llama.cpp's llama-gguf-split and
+# node-llama-cpp 3.22.1) and, for kvzoo, tests/fixtures/MANIFEST.json.
+tiny_sha=ea9f0d0bcebbc5cc8b4d9cb7f219503d31bd31f873af199d14c2b1c0a2ea4c27
+shard_sha=(9b07ed6ed440cbad52be31b1228eb55d818ed97c04fe774147f8857f7b71eb85
+           e2ad57ef7a6b9407f81256b9704cc2d29802a9c402f199eaa18d5aace349c39e
+           52d58d7c63cab7fc33f1f2faae90fd5c7a990daf97acad022d8fe39b99a40ac8)
+tiny_merged_sha=3a7d0b4b3ba2417ad2b31050616fb5caef8221715a369463fb6b3cf668a56914
+kvzoo_merged_sha=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f
+prompt_ids='[1,259,305,329,259,276,280,268,262,270,259,261,277,274,282,273,259,265,274,283,259,269,280,272,275,278,341,281,332,330,259,271,260,285,284,259,263,274,266,322]'
+generated_ids='[75,177,27,140,284,35,27,11,238,206,31,265,281,276,82,75]'
+
+say() { echo "clients/$part: $*"; }
+skip() { say "SKIP: $*"; exit 77; }
+die() { echo "clients/$part: FAIL: $*" >&2; exit 1; }
+
+need_node() {
+  command -v node >/dev/null && command -v npm >/dev/null ||
+    skip "node and npm are not installed (scripts/install-deps.sh installs them from Debian)"
+  local major
+  major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')
+  [ "$major" -ge 20 ] || skip "node $(node --version) is too old: node-llama-cpp 3.22.1 and @huggingface/gguf need node >= 20"
+  say "node $(node --version), npm $(npm --version)"
+}
+
+need_packages() {
+  [ -d "$here/node_modules/node-llama-cpp" ] && [ -d "$here/node_modules/@node-llama-cpp/linux-x64" ] &&
+    [ -d "$here/node_modules/@huggingface/gguf" ] || die "npm packages missing: run the npm part first"
+}
+
+need_fuse() {
+  [ -r /dev/fuse ] && [ -w /dev/fuse ] || skip "/dev/fuse is not usable here"
+  command -v fusermount3 >/dev/null || skip "fusermount3 is not installed (package fuse3)"
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# --- a mount of a model directory: tiny-llama split by us, and kvzoo's reference shards --------
+work=""
+daemon=""
+cleanup() {
+  local rc=$?
+  if [ -n "$work" ]; then
+    if grep -qs " $work/mnt " /proc/mounts; then
+      fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
+    fi
+    if [ -n "$daemon" ]; then
+      for _ in $(seq 50); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$daemon" 2>/dev/null; then kill -9 "$daemon" 2>/dev/null || true; fi
+      wait "$daemon" 2>/dev/null || true
+    fi
+    if [ $rc -ne 0 ] && [ -f "$work/daemon.log" ]; then
+      echo "--- daemon log ---" >&2
+      cat "$work/daemon.log" >&2
+    fi
+    rm -rf "$work"
+  fi
+  exit $rc
+}
+
+setup_mount() {
+  need_fuse
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gguf-mount-clients.XXXXXX")
+  trap cleanup EXIT
+  mkdir -p "$work/src/kvzoo" "$work/mnt"
+  # Our own split must reproduce llama.cpp's shards byte for byte (README table).
+  "$bin" split --split-max-tensors 10 -q "$tiny" "$work/src/tiny-llama"
+  for i in 1 2 3; do
+    f=$work/src/tiny-llama-0000$i-of-00003.gguf
+    [ "$(sha "$f")" = "${shard_sha[$((i - 1))]}" ] || die "$f: sha256 differs from tiny-llama/README.md"
+  done
+  say "gguf-mount split --split-max-tensors 10 reproduced the 3 reference shards"
+  cp "$fixtures"/kvzoo/t7/kvzoo-0000?-of-00007.gguf "$work/src/kvzoo/"
+  # The planner's bytes, written offline by the same code the mount serves from.
+  "$bin" merge -q "$work/src/tiny-llama-00001-of-00003.gguf" "$work/planned-tiny-llama.gguf"
+  "$bin" merge -q "$work/src/kvzoo/kvzoo-00001-of-00007.gguf" "$work/planned-kvzoo.gguf"
+
+  "$bin" "$work/src" "$work/mnt" -f >"$work/daemon.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do
+    if grep -qs " $work/mnt " /proc/mounts && [ -e "$work/mnt/tiny-llama.gguf" ]; then
+      say "mounted $work/src on $work/mnt: $(cd "$work/mnt" && find . -type f | sort | tr '\n' ' ')"
+      return 0
+    fi
+    kill -0 "$daemon" 2>/dev/null || die "gguf-mount exited before mounting"
+    sleep 0.1
+  done
+  die "not mounted within 10 s"
+}
+
+unmount() {
+  fusermount3 -u "$work/mnt" || die "fusermount3 -u $work/mnt failed"
+  local rc=0
+  wait "$daemon" || rc=$?
+  daemon=""
+  [ $rc -eq 0 ] || die "gguf-mount exited with status $rc after unmounting"
+  say "unmounted; daemon exited 0"
+}
+
+# --- parts ---------------------------------------------------------------------------------------
+part_npm() {
+  need_node
+  if [ -d "$here/node_modules/node-llama-cpp" ] && [ -d "$here/node_modules/@node-llama-cpp/linux-x64" ] &&
+     [ -d "$here/node_modules/@huggingface/gguf" ]; then
+    say "npm packages already installed"
+    return 0
+  fi
+  say "npm install (node-llama-cpp 3.22.1 with its prebuilt linux-x64 llama.cpp, @huggingface/gguf)"
+  (cd "$here" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --ignore-scripts \
+      --no-audit --no-fund --loglevel=error)
+}
+
+part_llama() {
+  need_node
+  need_packages
+  setup_mount
+  local expected="\"prompt\":$prompt_ids,\"generated\":$generated_ids"
+  for model in "$tiny" "$work/src/tiny-llama-00001-of-00003.gguf" "$work/mnt/tiny-llama.gguf"; do
+    out=$(cd "$here" && node llama-tokens.mjs "$model")
+    say "$out"
+    case "$out" in
+      *"$expected"*) ;;
+      *) die "$model: token ids differ from tiny-llama/README.md (prompt $prompt_ids, generated $generated_ids)" ;;
+    esac
+  done
+  say "node-llama-cpp: original, first shard and mounted merged file give the README's token ids"
+  unmount
+}
+
+part_hf_gguf() {
+  need_node
+  need_packages
+  setup_mount
+  (cd "$here" && node gguf-compare.mjs "$tiny" "$work/mnt/tiny-llama.gguf") || die "tiny-llama.gguf differs"
+  (cd "$here" && node gguf-compare.mjs "$fixtures/kvzoo/original.gguf" "$work/mnt/kvzoo/kvzoo.gguf") ||
+    die "kvzoo/kvzoo.gguf differs"
+  say "@huggingface/gguf: every KV and tensor info equal apart from split.*"
+  unmount
+}
+
+part_tools() {
+  setup_mount
+  [ "$(sha "$tiny")" = "$tiny_sha" ] || die "$tiny: not the README's file"
+  for name in tiny-llama kvzoo; do
+    if [ $name = kvzoo ]; then m=$work/mnt/kvzoo/kvzoo.gguf; want=$kvzoo_merged_sha; else m=$work/mnt/tiny-llama.gguf; want=$tiny_merged_sha; fi
+    p=$work/planned-$name.gguf
+    [ "$(sha "$p")" = "$want" ] || die "$p: the planner's merge differs from llama.cpp's reference"
+    [ "$(sha "$m")" = "$want" ] || die "$m: sha256sum differs from the planner"
+    cp "$m" "$work/copy.gguf" && cmp "$work/copy.gguf" "$p" || die "$m: cp gives other bytes"
+    rm -f "$work/copy.gguf"
+    cat "$m" | cmp - "$p" || die "$m: cat gives other bytes"
+    for spec in "bs=4097" "bs=1M skip=3" "bs=65537 skip=5" "bs=1 skip=12345 count=100" "bs=3000 skip=7 count=11" \
+                "bs=1M count=1"; do
+      # shellcheck disable=SC2086
+      a=$(dd if="$m" $spec status=none | sha256sum)
+      # shellcheck disable=SC2086
+      b=$(dd if="$p" $spec status=none | sha256sum)
+      [ "$a" = "$b" ] || die "$m: dd $spec gives other bytes"
+    done
+    # O_DIRECT reads go to the daemon every time (the planned file may be on tmpfs: no O_DIRECT).
+    a=$(dd if="$m" bs=4096 iflag=direct status=none | sha256sum)
+    [ "$a" = "$(sha256sum <"$p")" ] || die "$m: dd iflag=direct gives other bytes"
+    "$mmap_pages" "$m" "$p" || die "$m: mmap(MAP_PRIVATE) gives other bytes"
+    say "$m: sha256sum, cp, cat, dd (7 block sizes), mmap MAP_PRIVATE agree with the planner"
+  done
+  unmount
+}
+
+case "$part" in
+  npm) part_npm ;;
+  llama) part_llama ;;
+  hf-gguf) part_hf_gguf ;;
+  tools) part_tools ;;
+  *) echo "run-clients.sh: unknown part '$part' (npm, llama, hf-gguf, tools)" >&2; exit 2 ;;
+esac
+say "PASS"
