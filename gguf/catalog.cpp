@@ -410,12 +410,22 @@ EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
     a.gid = parts.front().st.st_gid;
     a.mtime = parts.front().st.st_mtim;
     a.ctime = parts.front().st.st_ctim;
+    bool same_uid = true, same_gid = true;
+    mode_t all = 0444;  // read bits every part grants
     for (const FilePart& p : parts) {
-        a.mode &= p.st.st_mode;
+        all &= p.st.st_mode;
+        same_uid = same_uid && p.st.st_uid == a.uid;
+        same_gid = same_gid && p.st.st_gid == a.gid;
         if (later(p.st.st_mtim, a.mtime)) a.mtime = p.st.st_mtim;
         if (later(p.st.st_ctim, a.ctime)) a.ctime = p.st.st_ctim;
     }
-    a.mode &= 0444;
+    // With one owner (group) the classes mean the same people in every part, so the AND of the
+    // bits is exact. With mixed owners (groups), the owner (group) class of the served file
+    // would name people who are another class in some part: grant it only when every part is
+    // readable by everyone, so mounting never lets anyone read bytes they cannot read directly.
+    const bool everyone = (all & 0444) == 0444;
+    a.mode = (all & 0004) | ((same_gid ? all : (everyone ? 0444 : 0)) & 0040) |
+             ((same_uid ? all : (everyone ? 0444 : 0)) & 0400);
     return a;
 }
 

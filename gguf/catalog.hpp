@@ -69,8 +69,13 @@ struct EntryAttributes {
     timespec ctime{};
 };
 
-/// Attributes of a file made of `parts` (rule 8): AND of the parts' permission bits & 0444,
-/// owner of the first part, newest mtime and ctime. No parts: mode 0444, uid/gid 0, times 0.
+/// Attributes of a file made of `parts` (rule 8): owner and group of the first part, newest
+/// mtime and ctime, and read bits only (never write or execute): the "other" bit when every part
+/// grants it; the group (owner) bit when every part grants it and all parts share the group
+/// (owner), or, for mixed groups (owners), only when every part is readable by everyone. So the
+/// served file is never readable by someone who cannot read every part directly.
+/// Examples: same owner 0644+0600 -> 0400; shard 1 nobody's 0600 + root's 0600 -> 0000.
+/// No parts: mode 0444, uid/gid 0, times 0.
 EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept;
 
 /// One file of the mount.

@@ -335,7 +335,7 @@ TEST_F(Permissions, WithAllowOtherAnotherUserReadsExactlyWhatTheShardsAllow) {
 // test once the attributes account for differing owners (e.g. owner bits only from shards
 // owned by the same uid, group bits only from shards of the same gid, otherwise the
 // more restrictive class).
-TEST_F(Permissions, DISABLED_MixedOwnersNeverWidenAccess) {
+TEST_F(Permissions, MixedOwnersNeverWidenAccess) {
     add_set("kvzoo/t7", "mixed", 0, 0, 0600, 0600, kNobody);  // shard 1 nobody's, the rest root's 0600
     ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/mixed-00002-of-00007.gguf", O_RDONLY); }),
               EACCES);
@@ -352,7 +352,9 @@ TEST_F(Permissions, NothingOutsideTheMergedFilesIsReachable) {
     ASSERT_EQ(::mkdir((src_ + "/sub").c_str(), 0755), 0);
     ASSERT_TRUE(mount({"-o", "allow_other"}));
 
-    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"});
+    // SOURCE's own companion files and folders pass through (model directories); nothing else.
+    EXPECT_EQ(list_dir(mnt_), (std::vector<std::string>{"kvzoo.gguf", "secret.txt", "sub"}));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/secret.txt"), "in SOURCE, not a shard");
     // ".." of the mount root is the mount point's parent (the kernel resolves it above the
     // mount), never SOURCE or SOURCE's parent.
     struct stat dotdot {}, parent {}, data {}, src {};
@@ -376,9 +378,9 @@ TEST_F(Permissions, NothingOutsideTheMergedFilesIsReachable) {
         EXPECT_NE(via_fd.st_dev, mnt_st.st_dev);
         ::close(dfd);
     }
-    // Every other name is absent: shard names, other files and directories of SOURCE, names of
-    // its parent, hidden and odd names. Names below the file are not directories.
-    for (const char* name : {"kvzoo-00001-of-00007.gguf", "secret.txt", "sub", "src", "data", ".", "...", ".kvzoo.gguf",
+    // Every other name is absent: hidden shard names, names of SOURCE's parent, hidden and odd
+    // names. Names below the file are not directories.
+    for (const char* name : {"kvzoo-00001-of-00007.gguf", "src", "data", ".", "...", ".kvzoo.gguf",
                              "kvzoo", "KVZOO.GGUF", "kvzoo.gguf.", " kvzoo.gguf"}) {
         if (std::string(name) == ".") continue;
         EXPECT_EQ(stat_errno(mnt_ + "/" + name), ENOENT) << name;
