@@ -21,6 +21,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "fs/ops.hpp"
+#include "fs/threads.hpp"
 
 namespace gguf_mount::fs {
 
@@ -106,15 +107,8 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
 /// Starts after_mount on a thread that blocks the termination signals, so they keep
 /// reaching the loop threads that libfuse's handlers must interrupt.
 std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb) {
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    std::thread t;
     try {
-        t = std::thread([mountpoint, &live, kb] {
+        return start_thread_without_termination_signals([mountpoint, &live, kb] {
             try {
                 after_mount(mountpoint, live, kb);
             } catch (...) {
@@ -123,9 +117,8 @@ std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFi
         });
     } catch (const std::exception& e) {
         spdlog::warn("{}: cannot start the post-mount thread: {}", mountpoint, e.what());
+        return {};
     }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    return t;
 }
 
 /// The write end of the watcher's wake pipe, for the SIGHUP handler (-1: none).

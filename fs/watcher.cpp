@@ -1,4 +1,5 @@
 #include "fs/watcher.hpp"
+#include "fs/threads.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -77,28 +78,16 @@ void Watcher::request_rescan() noexcept {
 
 void Watcher::start() {
     if (thread_.joinable()) return;
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    try {
-        thread_ = std::thread([this] {
-            try {
-                run();
-            } catch (const std::exception& e) {
-                spdlog::error("{}: live updates stopped: {}", live_.source(), e.what());
-            }
-            std::lock_guard<std::mutex> lock(done_mutex_);
-            done_ = true;
-            done_cv_.notify_all();
-        });
-    } catch (...) {
-        pthread_sigmask(SIG_SETMASK, &old, nullptr);
-        throw;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    thread_ = start_thread_without_termination_signals([this] {
+        try {
+            run();
+        } catch (const std::exception& e) {
+            spdlog::error("{}: live updates stopped: {}", live_.source(), e.what());
+        }
+        std::lock_guard<std::mutex> lock(done_mutex_);
+        done_ = true;
+        done_cv_.notify_all();
+    });
 }
 
 bool Watcher::stop(std::chrono::milliseconds timeout) {
