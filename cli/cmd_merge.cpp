@@ -186,22 +186,7 @@ int run_merge(int argc, char** argv) {
                                         " argument(s)");
     }
 
-    try {
-        setup_logging(quiet ? "warn" : "info", false);
-        install_cancel_handlers();
-        raise_open_file_limit();
-        return merge(args[0], args[1], delete_splits, quiet);
-    } catch (const gguf::Error& e) {
-        if (cancelled()) {
-            print_error("interrupted; removed the unfinished output");
-            return exit_for_signal();
-        }
-        print_error(e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        print_error(e.what());
-        return 1;
-    }
+    return run_offline(quiet, "interrupted; removed the unfinished output", [&] { return merge(args[0], args[1], delete_splits, quiet); });
 }
 
 }  // namespace gguf_mount::cli

@@ -232,22 +232,7 @@ int run_split(int argc, char** argv) {
         return usage_error("split", "OUT_PREFIX '" + a.prefix + "' must end in a file name prefix, e.g. out/model");
     }
 
-    try {
-        setup_logging(a.quiet ? "warn" : "info", false);
-        install_cancel_handlers();
-        raise_open_file_limit();  // every shard's temporary file stays open (locked) until published
-        return split(a);
-    } catch (const gguf::Error& e) {
-        if (cancelled()) {
-            print_error("interrupted; removed the unfinished shards");
-            return exit_for_signal();
-        }
-        print_error(e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        print_error(e.what());
-        return 1;
-    }
+    return run_offline(a.quiet, "interrupted; removed the unfinished shards", [&] { return split(a); });
 }
 
 }  // namespace gguf_mount::cli

@@ -1,5 +1,8 @@
 #include "cli/offline.hpp"
 
+#include "cli/logging.hpp"
+#include "gguf/error.hpp"
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -65,6 +68,25 @@ void raise_open_file_limit() {
     if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int run_offline(bool quiet, const std::string& interrupted, const std::function<int()>& body) {
+    try {
+        setup_logging(quiet ? "warn" : "info", false);
+        install_cancel_handlers();
+        raise_open_file_limit();
+        return body();
+    } catch (const gguf::Error& e) {
+        if (cancelled()) {
+            print_error(interrupted);
+            return exit_for_signal();
+        }
+        print_error(e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        print_error(e.what());
+        return 1;
     }
 }
 

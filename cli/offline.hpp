@@ -3,6 +3,7 @@
 #pragma once
 
 #include <csignal>
+#include <functional>
 #include <string>
 
 #include "gguf/output.hpp"
@@ -40,6 +41,13 @@ gguf::WriteOptions write_options_from_env();
 /// and sets of more than 1,000 shards exist while the usual soft limit is 1024.
 /// Failures are ignored (opening then fails with a clear "Too many open files" naming a shard).
 void raise_open_file_limit();
+
+/// Runs an offline command's body with the shared set-up and error edge: logging at "info"
+/// (or "warn" when `quiet`), cancellation handlers, a raised open-file limit (a merge keeps
+/// every shard open; a split keeps every shard's locked temporary file open until publishing).
+/// A gguf::Error after a handled signal prints "<interrupted>" and re-raises the signal (see
+/// exit_for_signal); any other error prints its one-line message and returns 1.
+int run_offline(bool quiet, const std::string& interrupted, const std::function<int()>& body);
 
 /// Prints "gguf-mount: <message>" on stderr (one line).
 void print_error(const std::string& message);
