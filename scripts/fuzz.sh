@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-"fuzz_reader fuzz_split_set"}
+targets=${FUZZ_TARGETS:-"fuzz_reader fuzz_split_set fuzz_byte_split"}
 build=build-fuzz
 
 need=()
@@ -31,6 +31,14 @@ ninja -C "$build" -j2 $targets fuzz_make_seeds
 
 rm -rf "$build/seeds"
 "$build/fuzz/fuzz_make_seeds" tests/fixtures "$build/seeds/fuzz_reader" "$build/seeds/fuzz_split_set"
+# fuzz_byte_split: names separated by newlines, then NUL and the bytes the pieces are cut from.
+s="$build/seeds/fuzz_byte_split"
+mkdir -p "$s"
+head_of() { head -c 4096 tests/fixtures/tiny-llama/tiny-llama.gguf; }
+{ printf 'm.gguf.part1of3\nm.gguf.part2of3\nm.gguf.part3of3\nREADME.md\0'; head_of; } >"$s/partof"
+{ printf 'm.gguf-split-a\nm.gguf-split-b\nm.gguf-split-c\n\0'; head_of; } >"$s/letters"
+{ printf 'x.gguf.part10of12\nx.gguf.part2of12\nx.gguf.part1of12\nx.gguf-split-aa\nx.gguf-split-ab\nx.gguf-split-b\n'
+  printf 'y.gguf.part01of2\ny.gguf.part1of2\nm-00001-of-00002.gguf.part1of1\n.gguf.part1of1\nz.gguf-split-B\0'; } >"$s/mixed"
 
 # Shard files of fuzz_split_set go to tmpfs when there is one.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
