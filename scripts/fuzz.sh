@@ -40,8 +40,13 @@ head_of() { head -c 4096 tests/fixtures/tiny-llama/tiny-llama.gguf; }
 { printf 'x.gguf.part10of12\nx.gguf.part2of12\nx.gguf.part1of12\nx.gguf-split-aa\nx.gguf-split-ab\nx.gguf-split-b\n'
   printf 'y.gguf.part01of2\ny.gguf.part1of2\nm-00001-of-00002.gguf.part1of1\n.gguf.part1of1\nz.gguf-split-B\0'; } >"$s/mixed"
 
-# Shard files of fuzz_split_set go to tmpfs when there is one.
-if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
+# Shard files of the targets go to a private folder (on tmpfs when there is one), removed at the
+# end: libFuzzer exits without running the targets' own clean-up.
+scratch_base=${TMPDIR:-/tmp}
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then scratch_base=/dev/shm; fi
+scratch=$(mktemp -d "$scratch_base/gguf-mount-fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
