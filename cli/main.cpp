@@ -17,9 +17,10 @@ void print_usage() {
         "                                             byte-split parts joined, other files as they are\n"
         "  gguf-mount check [options] SOURCE          list what a mount of SOURCE would serve, and why not\n"
         "  gguf-mount split [options] GGUF_IN PREFIX  split a model like llama.cpp's gguf-split\n"
-        "  gguf-mount merge [options] SHARD1 GGUF_OUT merge a split set like gguf-split --merge\n"
+        "  gguf-mount merge [options] SHARD1 OUT      merge a split set like gguf-split --merge\n"
         "\n"
-        "Run 'gguf-mount COMMAND --help' for the options of a command.\n",
+        "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
+        "'gguf-mount split --help', 'merge --help', 'check --help' for the others.\n",
         GGUF_MOUNT_VERSION);
 }
 

@@ -108,7 +108,10 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
     }
     set.prefix_ = name->prefix;
 
+    // The first shard is the path the user typed: a typo there is "No such file", not a set
+    // problem; a later shard that is absent is a missing shard of the set.
     auto missing = [&](const std::string& path, uint32_t i, uint32_t n) {
+        if (i == 1) return Error(Code::Io, path + ": cannot open: No such file or directory", ENOENT);
         return Error(Code::BadSplit, path + ": missing shard " + std::to_string(i) + " of " + std::to_string(n));
     };
     auto load = [&](const std::string& path, uint32_t i) {

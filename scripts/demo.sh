@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+echo "== building (the first build compiles everything: a few minutes on 2 cores)"
 scripts/build.sh >/dev/null
 
 src=tests/fixtures/kvzoo/t7
@@ -28,6 +29,7 @@ actual=$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)
 echo "$actual"
 if [ "$actual" = "$expected" ]; then
   echo "OK: the mounted kvzoo.gguf is byte-identical to llama.cpp's gguf-split --merge output"
+  echo "== fusermount3 -u $mnt (unmounting)"
 else
   echo "MISMATCH: expected $expected" >&2
   exit 1
