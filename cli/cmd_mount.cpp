@@ -4,7 +4,10 @@
 //
 // Also reached as `gguf-mount mount ...` and as `mount.gguf-mount SOURCE MOUNTPOINT -o opts`
 // (mount(8) runs /sbin/mount.<type> for an fstab entry of type gguf-mount and may add -n, -v).
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdio>
@@ -21,9 +24,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
+#include "cli/offline.hpp"
 #include "gguf/error.hpp"
 #include "gguf/file_io.hpp"
-#include "cli/offline.hpp"
 #include "gguf/catalog.hpp"
 
 #ifdef GGUF_MOUNT_WITH_FUSE
@@ -187,6 +190,9 @@ int run_mount(int argc, char** argv) {
         std::fprintf(stderr, "%s: /dev/null: cannot open\n", kProgram);
         return 1;
     }
+    // Every shard stays open while mounted: a set of more than ~1,000 shards needs more than the
+    // usual soft limit of 1024 descriptors (bench/run.sh mounts a 1,200-shard set).
+    raise_open_file_limit();
 
     struct stat source_st {};
     if (::stat(source_arg.c_str(), &source_st) != 0) {
@@ -212,8 +218,6 @@ int run_mount(int argc, char** argv) {
     FilteredOptions mo =
         filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
 
-    // Every set is open at once (merged sets keep every shard open): lift the usual 1024 limit.
-    raise_open_file_limit();
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
     fs::LiveFilesystem live(source, copt);

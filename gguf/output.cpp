@@ -98,6 +98,16 @@ private:
         if (int e = pwrite_all(out_.fd(), src, len, at)) {
             throw_io(out_.final_path() + ": write failed at offset " + std::to_string(at), e);
         }
+        written_up_to(at + len);
+    }
+
+    /// Starts the write-out of [kicked_, end) once it reaches kWritebackStep bytes (the output
+    /// is written in offset order). Best effort: a failure here resurfaces at fsync.
+    void written_up_to(uint64_t end) {
+        if (end <= kicked_ || end - kicked_ < kWritebackStep) return;
+        ::sync_file_range(out_.fd(), static_cast<off64_t>(kicked_), static_cast<off64_t>(end - kicked_),
+                          SYNC_FILE_RANGE_WRITE);
+        kicked_ = end;
     }
 
     void write_zeros(uint64_t len, uint64_t at) {
@@ -205,6 +215,7 @@ private:
                 in_off += done;
                 out_off += done;
                 len -= done;
+                written_up_to(out_off);
             } else {
                 if (!buffer_) buffer_ = std::make_unique<char[]>(kCopyBufferSize);
                 const uint64_t want = std::min(len, kCopyBufferSize);
@@ -230,6 +241,7 @@ private:
     bool kernel_;
     bool holes_;
     std::unique_ptr<char[]> buffer_;
+    uint64_t kicked_ = 0;  // output bytes below this offset have had their write-out started
 };
 
 /// "DIR/.BASENAME.tmp-" for `final_path` (BASENAME cut to 200 bytes to stay within NAME_MAX),

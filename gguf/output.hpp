@@ -112,6 +112,13 @@ inline constexpr uint64_t kCopyChunk = uint64_t{64} << 20;
 /// cache between the read and the write: merging 3 GiB from warm page cache took 2.5-2.8 s with
 /// 128 KiB against 7-13 s with 8 MiB on the 2-core development VM.
 inline constexpr uint64_t kCopyBufferSize = uint64_t{128} << 10;
+/// Every kWritebackStep bytes written, the writer starts the write-out of what it wrote
+/// (sync_file_range SYNC_FILE_RANGE_WRITE, no waiting), so the disk writes while the copy goes
+/// on and the final fsync only waits for the tail. Without it the data sat dirty until each
+/// output's fsync, and split, which fsyncs its shards one after the other, waited for every
+/// one of them: on the 2-vCPU VM (bench/run.sh data, 4 GiB, medians of 4) split went from
+/// 3.75 s to 2.74 s and merge from 2.9 s to 2.1 s (0.75x and 0.88x of `cp` + `sync` before).
+inline constexpr uint64_t kWritebackStep = uint64_t{16} << 20;
 
 /// What a write did, in bytes. kernel_bytes + buffered_bytes + hole_bytes is the sum of the
 /// Source extents; header_bytes and zero_bytes were written from memory.
@@ -131,6 +138,7 @@ struct WriteStats {
 ///    file while the source still has data) it switches for the rest of the write to
 ///    pread/pwrite through one kCopyBufferSize buffer. Peak memory does not depend on the size
 ///    of any tensor.
+/// Write-out to disk is started every kWritebackStep bytes (sync_file_range, not waited for).
 /// Then it sets and checks the final size (fstat == vf.size()). Does not fsync: call
 /// out.commit(). Throws gguf::Error: Code::Truncated naming the source when a source file ends
 /// before an extent it must supply (a shard truncated or shrunk after validation), Code::Io

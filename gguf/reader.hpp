@@ -18,7 +18,7 @@ namespace gguf {
 Header read_header(const std::string& path);
 
 /// Same for an open descriptor; `name` is used in error messages. Reads only the header bytes
-/// (in chunks of up to 1 MiB), never the tensor data.
+/// (4 KiB first, then doubling, at most 1 MiB more per read), never more than 1 MiB past them.
 Header read_header(int fd, const std::string& name);
 
 /// A pread(2)-like byte source: reads up to `len` bytes at `offset` into `dst` and returns the
