@@ -158,6 +158,16 @@ std::string one_gib_set(const TempDir& tmp) {
     return tmp / "s-00001-of-00003.gguf";
 }
 
+// Peak RSS bound for a merge: 64 MiB (the limit). Under AddressSanitizer the
+// instrumented binary alone needs about 65 MiB (shadow memory and allocator quarantine), so
+// the bound there is 64 MiB above a 96 MiB allowance: it still catches a whole 1 GiB tensor
+// being held in memory.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kMaxMergeRssKib = (96 + 64) * 1024;
+#else
+constexpr long kMaxMergeRssKib = 64 * 1024;
+#endif
+
 TEST(LargeModel, PeakMemoryStaysSmallWhenCopyingA1GiBTensor) {
     TempDir tmp;
     const std::string first = one_gib_set(tmp);
@@ -172,7 +182,7 @@ TEST(LargeModel, PeakMemoryStaysSmallWhenCopyingA1GiBTensor) {
         ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << mode << ": " << gguf_test::read_file(logs / "err");
         const long max_rss_kib = ru.ru_maxrss;
         RecordProperty(std::string("max_rss_kib_") + mode, std::to_string(max_rss_kib));
-        EXPECT_LT(max_rss_kib, 64 * 1024) << mode;
+        EXPECT_LT(max_rss_kib, kMaxMergeRssKib) << mode;
         struct stat st {};
         ASSERT_EQ(::stat(out.c_str(), &st), 0);
         EXPECT_GT(static_cast<uint64_t>(st.st_blocks) * 512, uint64_t{1} << 30) << mode << ": data not really copied";
