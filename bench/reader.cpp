@@ -418,6 +418,7 @@ void run_startup(const std::string& path, const std::string& log, long timeout_m
 void run_segments(const std::string& first) {
     gguf::SplitSet set = gguf::SplitSet::open(first);
     gguf::VirtualLayout layout = gguf::plan_merge(set);
+    const std::vector<gguf::FilePart> parts = gguf::set_parts(set);  // what Source extents index
     struct Out {
         uint32_t src;
         uint64_t off, len;
@@ -430,8 +431,8 @@ void run_segments(const std::string& first) {
             src = e.source;
             next = e.source_offset;
         }
-        uint64_t size = static_cast<uint64_t>(set.shards()[src].st.st_size);
-        if (next + e.length > size) die("segment runs past the end of " + set.shards()[src].path);
+        uint64_t size = static_cast<uint64_t>(parts[src].st.st_size);
+        if (next + e.length > size) die("segment runs past the end of " + parts[src].path);
         if (!out.empty() && out.back().src == src && out.back().off + out.back().len == next) {
             out.back().len += e.length;
         } else {
@@ -440,7 +441,7 @@ void run_segments(const std::string& first) {
         next += e.length;
     }
     for (const auto& o : out) {
-        std::printf("%s\t%" PRIu64 "\t%" PRIu64 "\n", set.shards()[o.src].path.c_str(), o.off, o.len);
+        std::printf("%s\t%" PRIu64 "\t%" PRIu64 "\n", parts[o.src].path.c_str(), o.off, o.len);
     }
 }
 

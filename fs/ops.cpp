@@ -3,7 +3,8 @@
 //
 // Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
 //  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
-//  - reads pread into a per-thread buffer allocated once and reply with fuse_reply_buf: never
+//  - reads pread (or, for uncached random reads, pread with O_DIRECT: VirtualFile::serve) into
+//    a per-thread buffer allocated once and reply with fuse_reply_buf: never
 //    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
 //    (measured 0.15 GiB/s);
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
@@ -18,8 +19,10 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -47,17 +50,23 @@ struct OpenDir {
 OpenFile* open_file(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fi->fh)); }
 OpenDir* open_dir(const fuse_file_info* fi) { return reinterpret_cast<OpenDir*>(static_cast<uintptr_t>(fi->fh)); }
 
-/// The read buffer of the calling worker thread: kMaxRead bytes allocated (and touched) on the
-/// thread's first read, reused for every later read. Grows only if the kernel ever sends a
-/// request larger than kMaxRead, which max_read forbids.
+/// The read buffer of the calling worker thread, aligned for O_DIRECT and with room for
+/// VirtualFile::serve() to widen a request to alignment boundaries: allocated (and touched)
+/// on the thread's first read, reused for every later read. Grows only if the kernel ever
+/// sends a request larger than kMaxRead, which max_read forbids.
 char* thread_read_buffer(size_t len) {
-    thread_local std::unique_ptr<char[]> buf;
+    struct Free {
+        void operator()(char* p) const noexcept { std::free(p); }
+    };
+    thread_local std::unique_ptr<char, Free> buf;
     thread_local size_t cap = 0;
     if (len > cap) {
-        size_t want = len > kMaxRead ? len : kMaxRead;
-        buf.reset(new char[want]);
-        std::memset(buf.get(), 0, want);  // fault the pages in once, not on the first requests
-        cap = want;
+        const size_t want = (len > kMaxRead ? len : kMaxRead) + gguf::VirtualFile::kServeSlack;
+        void* p = nullptr;
+        if (::posix_memalign(&p, gguf::VirtualFile::kServeAlign, want) != 0) throw std::bad_alloc();
+        std::memset(p, 0, want);  // fault the pages in once, not on the first requests
+        buf.reset(static_cast<char*>(p));
+        cap = want - gguf::VirtualFile::kServeSlack;
     }
     return buf.get();
 }
@@ -277,16 +286,26 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
         }
         char* buf = thread_read_buffer(size);
         uint32_t failed_source = 0;
-        ssize_t n = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
-        if (n < 0) {
-            warn_read_failure(c, *of, static_cast<uint64_t>(off), size, n, failed_source);
+        // An O_DIRECT reader bypasses the merged file's page cache, so the shard cache is its
+        // only one: plain buffered reads, nothing dropped. Every other read fills the merged
+        // file's page cache, so the shard copy is avoided (serve: O_DIRECT for uncached random
+        // reads) or dropped behind the stream (drop_served_shard_pages).
+        const bool client_direct = fi->flags & O_DIRECT;
+        gguf::Served s;
+        if (client_direct) {
+            s.result = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
+            s.data = buf;
+        } else {
+            s = of->file->serve(static_cast<uint64_t>(off), size, buf, &failed_source);
+        }
+        if (s.result < 0) {
+            warn_read_failure(c, *of, static_cast<uint64_t>(off), size, s.result, failed_source);
             fuse_reply_err(req, EIO);
             return;
         }
-        // O_DIRECT readers bypass the merged file's page cache: the shard cache is their only one.
         // Before the reply: once it is sent, a RELEASE may free `of` on another thread.
-        if (!(fi && (fi->flags & O_DIRECT))) drop_served_shard_pages(*of->file, static_cast<uint64_t>(off), size);
-        fuse_reply_buf(req, buf, static_cast<size_t>(n));
+        if (!client_direct && !s.direct) drop_served_shard_pages(*of->file, static_cast<uint64_t>(off), size);
+        fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
     } catch (...) {
         fuse_reply_err(req, EIO);
     }

@@ -61,6 +61,63 @@ bool VirtualFile::source_changed(uint32_t index) const noexcept {
     return !same_content_state(now, sources_[index].st);
 }
 
+Served VirtualFile::read_direct(uint32_t index, uint64_t source_offset, size_t len, char* buf) const noexcept {
+    Served out;
+    out.result = -EAGAIN;
+    const SourceFile& src = sources_[index];
+    const int fd = src.direct.get(src.fd.get());
+    if (fd < 0) return out;
+    constexpr uint64_t a = kServeAlign;
+    const uint64_t from = source_offset / a * a;
+    const uint64_t to = (source_offset + len + a - 1) / a * a;
+    const ssize_t n = pread_full(fd, buf, static_cast<size_t>(to - from), from);
+    if (n == -EINVAL) {  // the file system refused this O_DIRECT read: never try again
+        src.direct.disable();
+        return out;
+    }
+    const uint64_t need = source_offset + len - from;
+    struct stat now {};
+    const bool changed = n >= 0 && (::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st));
+    if (n < 0 || static_cast<uint64_t>(n) < need || changed) {
+        out.result = n < 0 ? n : -EIO;
+        return out;
+    }
+    out.result = static_cast<ssize_t>(len);
+    out.data = buf + (source_offset - from);
+    out.direct = true;
+    return out;
+}
+
+Served VirtualFile::serve(uint64_t offset, size_t len, char* buf, uint32_t* failed_source) const noexcept {
+    const bool stream = streams_.continues_stream(offset);
+    streams_.record(offset + len);
+    if (!stream && offset < size()) {
+        const Piece* only = nullptr;
+        Piece piece{};
+        size_t pieces = 0;
+        layout_.for_each_piece(offset, len, [&](const Piece& p) {
+            if (++pieces == 1) piece = p;
+        });
+        if (pieces == 1 && piece.extent->kind == Extent::Kind::Source) only = &piece;
+        if (only) {
+            const uint32_t index = only->extent->source;
+            const uint64_t source_offset = only->extent->source_offset + only->skip;
+            const Residency r = page_cache_residency(sources_[index].fd.get(), source_offset, only->length);
+            if (r == Residency::None || r == Residency::Partial) {
+                Served s = read_direct(index, source_offset, static_cast<size_t>(only->length), buf);
+                if (s.result != -EAGAIN) {
+                    if (s.result < 0 && failed_source) *failed_source = index;
+                    return s;
+                }
+            }
+        }
+    }
+    Served s;
+    s.result = read(offset, len, buf, failed_source);
+    s.data = buf;
+    return s;
+}
+
 ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* failed_source) const noexcept {
     ssize_t result = 0;
     bool failed = false;

@@ -1,0 +1,259 @@
+// VirtualFile::serve (the mount's read path: O_DIRECT for uncached random reads, buffered for
+// streams and cached bytes) and the page-cache helpers it decides with. No mount: the shards
+// live in a temporary directory on the disk file system, where their pages can be evicted.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/page_cache.hpp"
+#include "gguf/split_set.hpp"
+#include "gguf/virtual_file.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf::Residency;
+using gguf::VirtualFile;
+using gguf_test::fixture;
+
+/// Writes back and evicts every cached page of `path` (fdatasync + POSIX_FADV_DONTNEED).
+void evict(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << path;
+    ::fdatasync(fd);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << path;
+    ::close(fd);
+}
+
+/// A serve() buffer: kServeAlign-aligned, `len` + kServeSlack bytes.
+struct ServeBuffer {
+    explicit ServeBuffer(size_t len) {
+        void* p = nullptr;
+        if (::posix_memalign(&p, VirtualFile::kServeAlign, len + VirtualFile::kServeSlack) != 0) std::abort();
+        mem.reset(static_cast<char*>(p));
+    }
+    struct Free {
+        void operator()(char* p) const { std::free(p); }
+    };
+    std::unique_ptr<char, Free> mem;
+};
+
+/// A manifest case's shards copied into a temporary directory, with the merged bytes they
+/// must produce (the reference merge made by llama.cpp's gguf-split).
+class ServeTest : public ::testing::TestWithParam<gguf_test::ManifestCase> {
+protected:
+    void SetUp() override {
+        const auto& c = GetParam();
+        for (const auto& s : c.shards) {
+            shards_.push_back(dir_ / gguf::base_name(s));
+            gguf_test::copy_file(fixture(s), shards_.back());
+        }
+        reference_ = read_file(fixture(gguf::dir_name(c.shards.front()) + "/../merged-reference.gguf"));
+        ASSERT_EQ(reference_.size(), c.merged_size);
+        ASSERT_EQ(gguf_test::sha256_hex(reference_), c.merged_sha256);
+    }
+
+    static std::string read_file(const std::string& path) {
+        std::string out;
+        int fd = ::open(path.c_str(), O_RDONLY);
+        if (fd < 0) return out;
+        char b[65536];
+        ssize_t n;
+        while ((n = ::read(fd, b, sizeof b)) > 0) out.append(b, static_cast<size_t>(n));
+        ::close(fd);
+        return out;
+    }
+
+    void evict_all() {
+        for (const auto& s : shards_) evict(s);
+    }
+
+    /// True when this kernel and file system let serve() take its O_DIRECT path.
+    bool direct_path_available(const VirtualFile& vf) {
+        const auto& src = vf.sources().front();
+        evict(src.path);
+        return gguf::page_cache_residency(src.fd.get(), 0, 4096) == Residency::None &&
+               src.direct.get(src.fd.get()) >= 0;
+    }
+
+    gguf_test::TempDir dir_;
+    std::vector<std::string> shards_;
+    std::string reference_;
+};
+
+TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
+    const auto set = gguf::SplitSet::open(shards_.front());
+    auto vf = VirtualFile::merged(set);
+    ASSERT_EQ(vf.size(), reference_.size());
+    if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
+
+    std::mt19937_64 rng(99);
+    ServeBuffer buf(1 << 20);
+    int direct = 0, buffered = 0;
+    const auto& ext = vf.layout().extents();
+    for (int i = 0; i < 600; ++i) {
+        evict_all();  // (buffered requests and their readahead cache the small shards whole)
+        uint64_t off;
+        if (i % 3 == 0) {  // straddle an extent boundary: header/tensor/padding/shard transitions
+            const auto& e = ext[rng() % ext.size()];
+            uint64_t back = rng() % 64;
+            off = e.start > back ? e.start - back : 0;
+        } else {
+            off = rng() % (reference_.size() + 100);
+        }
+        const size_t len = 1 + static_cast<size_t>(rng() % (i % 2 ? 4096 : 200000));
+        // Every few requests a fresh VirtualFile (no request history): in a file this small
+        // every request lies within StreamTracker::kWindow of the previous one.
+        if (i % 2 == 0) vf = VirtualFile::merged(set);
+        gguf::Served s = vf.serve(off, len, buf.mem.get());
+        const size_t expect = off >= reference_.size() ? 0 : std::min<size_t>(len, reference_.size() - off);
+        ASSERT_EQ(s.result, static_cast<ssize_t>(expect)) << "offset " << off << " len " << len;
+        ASSERT_EQ(std::string(s.data, expect), reference_.substr(std::min<size_t>(off, reference_.size()), expect))
+            << "offset " << off << " len " << len << (s.direct ? " (O_DIRECT)" : " (buffered)");
+        if (s.direct) {
+            ++direct;
+            ASSERT_GE(s.data, buf.mem.get());
+            ASSERT_LT(s.data, buf.mem.get() + VirtualFile::kServeAlign);
+        } else {
+            ++buffered;
+        }
+    }
+    // Both paths were exercised: uncached single-shard requests go direct, requests that span
+    // extents, hit cached pages or continue a recent request stay buffered.
+    RecordProperty("direct", direct);
+    RecordProperty("buffered", buffered);
+    EXPECT_GT(direct, 50);
+    EXPECT_GT(buffered, 100);
+}
+
+TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
+    auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
+    // The largest Source extent, read from its start in 4 KiB steps.
+    const gguf::Extent* big = nullptr;
+    for (const auto& e : vf.layout().extents()) {
+        if (e.kind == gguf::Extent::Kind::Source && (!big || e.length > big->length)) big = &e;
+    }
+    ASSERT_NE(big, nullptr);
+    ASSERT_GE(big->length, 3 * 4096u);
+    evict_all();
+    ServeBuffer buf(4096);
+    gguf::Served first = vf.serve(big->start, 4096, buf.mem.get());
+    ASSERT_EQ(first.result, 4096);
+    EXPECT_TRUE(first.direct) << "a lone read of uncached bytes";
+    gguf::Served second = vf.serve(big->start + 4096, 4096, buf.mem.get());
+    ASSERT_EQ(second.result, 4096);
+    EXPECT_FALSE(second.direct) << "continues the stream the first read started";
+    EXPECT_EQ(std::string(second.data, 4096), reference_.substr(big->start + 4096, 4096));
+
+    // Fully cached bytes are copied from the page cache, even for a fresh (random) reader.
+    auto fresh = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    const auto& src = fresh.sources()[big->source];
+    std::string warm(4096, '\0');
+    ASSERT_EQ(::pread(src.fd.get(), warm.data(), warm.size(), static_cast<off_t>(big->source_offset)), 4096);
+    ASSERT_EQ(gguf::page_cache_residency(src.fd.get(), big->source_offset, 4096), Residency::All);
+    gguf::Served cached = fresh.serve(big->start, 4096, buf.mem.get());
+    ASSERT_EQ(cached.result, 4096);
+    EXPECT_FALSE(cached.direct);
+    EXPECT_EQ(std::string(cached.data, 4096), reference_.substr(big->start, 4096));
+}
+
+TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
+    auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
+    const gguf::Extent* last = nullptr;
+    for (const auto& e : vf.layout().extents()) {
+        if (e.kind == gguf::Extent::Kind::Source && e.length >= 64) last = &e;
+    }
+    ASSERT_NE(last, nullptr);
+    // Same size, new mtime: a rewrite in place.
+    const std::string& path = vf.sources()[last->source].path;
+    timeval times[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(::utimes(path.c_str(), times), 0);
+    evict_all();
+    ServeBuffer buf(64);
+    uint32_t failed = 12345;
+    gguf::Served s = vf.serve(last->start, 64, buf.mem.get(), &failed);
+    EXPECT_EQ(s.result, -EIO);
+    EXPECT_EQ(failed, last->source);
+
+}
+
+/// The cases with tensor data (the notensors cases are all header: nothing to read direct).
+std::vector<gguf_test::ManifestCase> cases_with_tensors() {
+    std::vector<gguf_test::ManifestCase> out;
+    for (auto& c : gguf_test::manifest_cases()) {
+        if (c.id.rfind("notensors", 0) != 0) out.push_back(c);
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ServeTest, ::testing::ValuesIn(cases_with_tensors()),
+                         [](const auto& info) {
+                             std::string n = info.param.id;
+                             for (auto& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return n;
+                         });
+
+TEST(PageCacheResidency, FollowsReadsAndEviction) {
+    gguf_test::TempDir dir;
+    const std::string path = dir / "data";
+    {
+        std::string bytes(8 * 4096, 'x');
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+        ::close(fd);
+    }
+    evict(path);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    if (gguf::page_cache_residency(fd, 0, 4096) == Residency::Unknown) {
+        ::close(fd);
+        GTEST_SKIP() << "cachestat(2) is not available on this kernel";
+    }
+    EXPECT_EQ(gguf::page_cache_residency(fd, 0, 8 * 4096), Residency::None);
+    char b[4096];
+    ASSERT_EQ(::pread(fd, b, sizeof b, 2 * 4096), 4096);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);  // (no readahead was asked for the next checks)
+    EXPECT_EQ(gguf::page_cache_residency(fd, 2 * 4096, 4096), Residency::All);
+    EXPECT_EQ(gguf::page_cache_residency(fd, 2 * 4096 + 100, 50), Residency::All);
+    EXPECT_EQ(gguf::page_cache_residency(fd, 0, 0), Residency::All);
+    ::close(fd);
+    evict(path);
+    fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+    ASSERT_EQ(::pread(fd, b, sizeof b, 0), 4096);
+    EXPECT_EQ(gguf::page_cache_residency(fd, 0, 4096), Residency::All);
+    EXPECT_EQ(gguf::page_cache_residency(fd, 0, 8 * 4096), Residency::Partial);
+    ::close(fd);
+}
+
+TEST(StreamTracker, WindowAroundRecentEndsAndOldestSlotIsReplaced) {
+    gguf::StreamTracker t;
+    const uint64_t w = gguf::StreamTracker::kWindow;
+    EXPECT_FALSE(t.continues_stream(0)) << "nothing recorded yet";
+    t.record(100u << 20);
+    EXPECT_TRUE(t.continues_stream(100u << 20));
+    EXPECT_TRUE(t.continues_stream((100u << 20) + w));
+    EXPECT_TRUE(t.continues_stream((100u << 20) - w)) << "out-of-order request of the same stream";
+    EXPECT_FALSE(t.continues_stream((100u << 20) + w + 1));
+    EXPECT_FALSE(t.continues_stream((100u << 20) - w - 1));
+    // kSlots later records push the first one out.
+    for (size_t i = 0; i < gguf::StreamTracker::kSlots; ++i) t.record(uint64_t{1} << 40);
+    EXPECT_FALSE(t.continues_stream(100u << 20));
+    EXPECT_TRUE(t.continues_stream(uint64_t{1} << 40));
+    gguf::StreamTracker copy(t);
+    EXPECT_FALSE(copy.continues_stream(uint64_t{1} << 40)) << "a copy starts empty";
+}
+
+}  // namespace
