@@ -118,14 +118,16 @@ void MountFixture::TearDown() {
     EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
 }
 
-bool MountFixture::start(const std::vector<std::string>& extra, const std::string& source) {
+bool MountFixture::start(const std::vector<std::string>& extra, const std::string& source,
+                         const std::optional<rlimit>& nofile) {
     std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), source.empty() ? src_ : source, mnt_, "-f"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return daemon_.start(argv, log_);
+    return daemon_.start(argv, log_, nofile);
 }
 
-::testing::AssertionResult MountFixture::mount(const std::vector<std::string>& extra, const std::string& source) {
-    if (!start(extra, source)) return ::testing::AssertionFailure() << "cannot start the daemon";
+::testing::AssertionResult MountFixture::mount(const std::vector<std::string>& extra, const std::string& source,
+                                               const std::optional<rlimit>& nofile) {
+    if (!start(extra, source, nofile)) return ::testing::AssertionFailure() << "cannot start the daemon";
     if (!daemon_.wait_mounted(mnt_)) {
         return ::testing::AssertionFailure() << "not mounted within " << kTimeout.count() << " ms (exit "
                                              << (daemon_.exit_code() ? *daemon_.exit_code() : -1) << "); log:\n"

@@ -96,12 +96,15 @@ protected:
     void TearDown() override;
 
     /// Starts `gguf-mount SOURCE MNT -f extra...` (SOURCE = `source`, or src_ when empty) without
-    /// waiting for the mount. The daemon's stdout and stderr go to log_. False if it cannot start.
-    bool start(const std::vector<std::string>& extra = {}, const std::string& source = "");
+    /// waiting for the mount, with RLIMIT_NOFILE set to `nofile` if given (Daemon::start). The
+    /// daemon's stdout and stderr go to log_. False if it cannot start.
+    bool start(const std::vector<std::string>& extra = {}, const std::string& source = "",
+               const std::optional<rlimit>& nofile = std::nullopt);
 
     /// start(), then waits (kTimeout) until MNT is in the mount table and its root answers a
     /// stat. The failure message carries the daemon's exit status and its log.
-    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}, const std::string& source = "");
+    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}, const std::string& source = "",
+                                     const std::optional<rlimit>& nofile = std::nullopt);
 
     /// Unmounts MNT (fusermount3 -u) and returns the daemon's exit status, or -1 if it did not
     /// exit within kTimeout (it is then killed).
