@@ -9,8 +9,10 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "gguf/file_io.hpp"
+#include "support/dense_model.hpp"
 
 namespace mount_test {
 
@@ -70,6 +72,31 @@ std::optional<gguf_test::ManifestCase> manifest_case(const std::string& id) {
 
 void copy_shards(const gguf_test::ManifestCase& c, const std::string& dir) {
     for (const auto& s : c.shards) gguf_test::copy_file(gguf_test::fixture(s), dir + "/" + gguf::base_name(s));
+}
+
+std::vector<std::string> split_dense_model(int tensor_count, const std::function<int64_t(int)>& elements,
+                                           int tensors_per_shard, uint64_t seed, const std::string& out_prefix) {
+    std::vector<std::pair<std::string, int64_t>> tensors;
+    for (int i = 0; i < tensor_count; ++i) tensors.emplace_back("blk." + std::to_string(i) + ".weight", elements(i));
+    gguf_test::TempDir scratch;
+    const std::string model = scratch / "model.gguf";
+    gguf_test::write_dense_model(model, tensors, seed);
+    std::vector<std::string> shards;
+    if (::testing::Test::HasFatalFailure()) return shards;
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors",
+                             std::to_string(tensors_per_shard), "-q", model, out_prefix});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const int n = (tensor_count + tensors_per_shard - 1) / tensors_per_shard;
+    for (int k = 1; k <= n; ++k) {
+        char suffix[32];
+        std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", k, n);
+        if (exists(out_prefix + suffix)) {
+            shards.push_back(out_prefix + suffix);
+        } else {
+            ADD_FAILURE() << "split wrote no " << out_prefix + suffix;
+        }
+    }
+    return shards;
 }
 
 ChunkTally read_in_chunks(int fd, const std::string& whole, size_t chunk) {

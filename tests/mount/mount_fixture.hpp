@@ -71,6 +71,14 @@ std::optional<gguf_test::ManifestCase> manifest_case(const std::string& id);
 /// Copies every shard of manifest case `c` into `dir`, under its own base name.
 void copy_shards(const gguf_test::ManifestCase& c, const std::string& dir);
 
+/// Writes a dense model (support/dense_model.hpp: pseudo-random bytes from `seed`) of
+/// `tensor_count` F32 tensors "blk.I.weight", tensor I holding elements(I) floats, in a scratch
+/// directory, and splits it with `gguf-mount split --split-max-tensors tensors_per_shard` into
+/// `out_prefix`-0000K-of-0000N.gguf. Returns the shard paths in order; fails the current test
+/// (and returns what exists) if the model cannot be written or split.
+std::vector<std::string> split_dense_model(int tensor_count, const std::function<int64_t(int)>& elements,
+                                           int tensors_per_shard, uint64_t seed, const std::string& out_prefix);
+
 /// Outcome of read_in_chunks(): every chunk is exact, an error, or wrong.
 struct ChunkTally {
     size_t ok = 0, errors = 0, wrong = 0;

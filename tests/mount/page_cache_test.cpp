@@ -18,13 +18,11 @@
 #include <cstring>
 #include <iostream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "mount/mount_fixture.hpp"
-#include "support/dense_model.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -132,22 +130,14 @@ TEST_F(PageCache, ModelReadOnceThroughTheMountLeavesOnlyTheLastBlocksOfEachShard
     }
 
     // 12 tensors of 10 MiB, 4 to a shard: 3 shards of 40 MiB.
-    std::vector<std::pair<std::string, int64_t>> tensors;
-    for (int i = 0; i < 12; ++i) tensors.emplace_back("blk." + std::to_string(i) + ".weight", int64_t{10} << 18);
-    const std::string model = root_ + "/model.gguf";
-    gguf_test::write_dense_model(model, tensors, 42);
-    ASSERT_FALSE(HasFatalFailure());
-    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors", "4", "-q", model,
-                             src_ + "/dense"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    ASSERT_EQ(::unlink(model.c_str()), 0);
-    std::vector<std::string> shards;
-    for (int i = 1; i <= 3; ++i) shards.push_back(src_ + "/dense-0000" + std::to_string(i) + "-of-00003.gguf");
-    ASSERT_EQ(mount_test::list_dir(src_).size(), shards.size());
+    const std::vector<std::string> shards =
+        mount_test::split_dense_model(12, [](int) { return int64_t{10} << 18; }, 4, 42, src_ + "/dense");
+    ASSERT_FALSE(HasFailure());
+    ASSERT_EQ(shards.size(), 3u);
 
     // The reference: the offline merge of the same shards.
     const std::string merged = root_ + "/merged.gguf";
-    r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], merged});
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], merged});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string merged_sha = gguf_test::sha256_file(merged);
     uint64_t model_bytes = 0;
