@@ -12,6 +12,7 @@
 #include "fs/filesystem.hpp"
 #include "fs/live.hpp"
 #include "gguf/catalog.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -25,12 +26,8 @@ using gguf_mount::fs::Snapshot;
 using gguf_mount::fs::WarningLimiter;
 using gguf_test::fixture;
 using gguf_test::TempDir;
-
-std::string kvzoo_shard(int i) { return "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf"; }
-
-void copy_kvzoo(const std::string& dir) {
-    for (int i = 1; i <= 7; ++i) gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), dir + "/" + kvzoo_shard(i));
-}
+using mount_test::copy_kvzoo;
+using mount_test::kvzoo_shard;
 
 std::shared_ptr<const Snapshot> snapshot_of(const std::string& source, InodeTable& inodes,
                                             const Snapshot* previous = nullptr) {
@@ -167,9 +164,7 @@ TEST(InodeTable, NumbersAreStableAndNeverReused) {
 
 TEST(LiveFilesystem, RescanReportsProblemsOnceAndAgainAfterTheyWereFixed) {
     TempDir src;
-    for (int i = 1; i <= 6; ++i) {
-        gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), src / kvzoo_shard(i));
-    }
+    copy_kvzoo(src.path(), /*skip=*/7);
     LiveFilesystem live(src.path(), {});
     EXPECT_EQ(live.current()->file_count(), 0u);  // nothing before the first scan
     auto r1 = live.rescan();

@@ -7,53 +7,38 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 using gguf_test::fixture;
 
-TEST(Lifecycle, SigtermWhileAReaderIsMidFile) {
-    std::string why;
-    if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-    gguf_test::TempDir tmp;
-    std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp.path().c_str(), nullptr), &std::free);
-    ASSERT_TRUE(real);
-    const std::string root = real.get(), src = root + "/src", mnt = root + "/mnt";
-    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
-    ASSERT_EQ(::mkdir(mnt.c_str(), 0755), 0);
-    for (int i = 1; i <= 7; ++i) {
-        std::string name = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
-        gguf_test::copy_file(fixture("kvzoo/t7/" + name), src + "/" + name);
-    }
-    const std::string reference = gguf_test::read_file(fixture("kvzoo/merged-reference.gguf"));
+class Lifecycle : public mount_test::MountFixture {};
 
-    mount_test::Daemon daemon;
-    ASSERT_TRUE(daemon.start({gguf_test::gguf_mount_binary(), src, mnt, "-f"}, root + "/daemon.log"));
-    ASSERT_TRUE(daemon.wait_mounted(mnt));
+TEST_F(Lifecycle, SigtermWhileAReaderIsMidFile) {
+    mount_test::copy_kvzoo(src_);
+    const std::string reference = gguf_test::read_file(fixture("kvzoo/merged-reference.gguf"));
+    ASSERT_TRUE(mount());
 
     // O_DIRECT so that every read goes to the daemon rather than the page cache.
-    int fd = ::open((mnt + "/kvzoo.gguf").c_str(), O_RDONLY | O_DIRECT);
-    ASSERT_GE(fd, 0) << std::strerror(errno);
+    mount_test::Fd fd{::open((mnt_ + "/kvzoo.gguf").c_str(), O_RDONLY | O_DIRECT)};
+    ASSERT_GE(fd.fd, 0) << std::strerror(errno);
     std::atomic<uint64_t> good_reads{0};
     std::atomic<bool> wrong_bytes{false};
     std::atomic<int> final_errno{0};
     std::atomic<bool> saw_eof_or_error{false};
     std::thread reader([&] {
-        void* raw = nullptr;
-        if (::posix_memalign(&raw, 4096, 65536) != 0) return;
-        std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(raw), &std::free);
+        mount_test::AlignedBuffer buf(65536);
+        if (!buf.get()) return;
         for (;;) {  // sweep the file again and again until the mount goes away
             for (uint64_t off = 0; off < reference.size(); off += 65536) {
-                ssize_t n = ::pread(fd, buf.get(), 65536, static_cast<off_t>(off));
+                ssize_t n = ::pread(fd.fd, buf.get(), 65536, static_cast<off_t>(off));
                 if (n <= 0) {
                     final_errno = n < 0 ? errno : 0;
                     saw_eof_or_error = true;
@@ -68,10 +53,10 @@ TEST(Lifecycle, SigtermWhileAReaderIsMidFile) {
         }
     });
     while (good_reads < 100 && !saw_eof_or_error && !wrong_bytes) std::this_thread::yield();
-    ASSERT_EQ(::kill(daemon.pid(), SIGTERM), 0);
-    auto code = daemon.wait_exit();
+    ASSERT_EQ(::kill(daemon_.pid(), SIGTERM), 0);
+    auto code = daemon_.wait_exit();
     reader.join();
-    ::close(fd);
+    fd.close();
 
     EXPECT_FALSE(wrong_bytes) << "a read returned bytes that differ from the reference merge";
     EXPECT_TRUE(saw_eof_or_error);
@@ -82,8 +67,7 @@ TEST(Lifecycle, SigtermWhileAReaderIsMidFile) {
     }
     ASSERT_TRUE(code) << "the daemon did not exit after SIGTERM";
     EXPECT_EQ(*code, 0);
-    EXPECT_FALSE(mount_test::find_mount(mnt)) << "mount left behind";
-    if (mount_test::find_mount(mnt)) mount_test::unmount(mnt);
+    EXPECT_FALSE(mount_test::find_mount(mnt_)) << "mount left behind";  // TearDown unmounts it then
 }
 
 }  // namespace

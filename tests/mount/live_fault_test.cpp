@@ -10,17 +10,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <iostream>
-#include <memory>
 #include <mutex>
-#include <optional>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -28,151 +22,36 @@
 
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using gguf_test::fixture;
-using mount_test::Daemon;
+using mount_test::AlignedBuffer;
+using mount_test::ChunkTally;
+using mount_test::copy_kvzoo;
+using mount_test::Fd;
 using mount_test::find_mount;
+using mount_test::kLiveUpdateLimit;
+using mount_test::kvzoo_shard;
+using mount_test::lines_with;
 using mount_test::list_dir;
-
-/// The README's promise: changes in SOURCE show in the mount within two seconds.
-constexpr std::chrono::milliseconds kLiveUpdateLimit{2000};
-
-std::string kvzoo_shard(int i) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "kvzoo-%05d-of-00007.gguf", i);
-    return buf;
-}
-
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-}
-
-/// Polls `done` every 10 ms; returns the time it took to become true, or nullopt after `limit`.
-std::optional<std::chrono::milliseconds> time_until(const std::function<bool()>& done,
-                                                    std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-    auto t0 = Clock::now();
-    while (Clock::now() - t0 < limit) {
-        if (done()) return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return std::nullopt;
-}
-
-struct Fd {
-    int fd = -1;
-    ~Fd() { close(); }
-    /// Closes now: an open descriptor keeps the mount busy.
-    void close() {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-    }
-};
-
-/// A 4096-aligned buffer (for O_DIRECT).
-struct AlignedBuffer {
-    explicit AlignedBuffer(size_t n) {
-        void* p = nullptr;
-        if (::posix_memalign(&p, 4096, n) == 0) data.reset(static_cast<char*>(p));
-    }
-    char* get() const { return data.get(); }
-    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
-};
-
-/// Outcome of reading a file in chunks where every chunk must be the expected bytes or an error.
-struct ChunkTally {
-    size_t ok = 0, errors = 0, wrong = 0;
-    std::vector<uint64_t> error_offsets;
-    std::string first_wrong;
-};
-
-/// Reads [0, whole.size()) of `fd` in `chunk`-byte preads (chunk a multiple of 4096). A chunk
-/// is ok when it equals `whole` there, an error when pread fails (errno recorded if not EIO),
-/// wrong otherwise (a short read counts as wrong).
-ChunkTally read_in_chunks(int fd, const std::string& whole, size_t chunk) {
-    ChunkTally t;
-    AlignedBuffer buf(chunk);
-    for (uint64_t off = 0; off < whole.size(); off += chunk) {
-        const size_t expect = std::min<size_t>(chunk, whole.size() - off);
-        std::memset(buf.get(), 0x5a, chunk);
-        ssize_t n = ::pread(fd, buf.get(), chunk, static_cast<off_t>(off));
-        if (n < 0) {
-            ++t.errors;
-            t.error_offsets.push_back(off);
-            if (errno != EIO && t.first_wrong.empty()) t.first_wrong = "errno " + std::to_string(errno);
-        } else if (static_cast<size_t>(n) == expect && std::memcmp(buf.get(), whole.data() + off, expect) == 0) {
-            ++t.ok;
-        } else {
-            ++t.wrong;
-            if (t.first_wrong.empty()) t.first_wrong = "offset " + std::to_string(off) + " got " + std::to_string(n);
-        }
-    }
-    return t;
-}
+using mount_test::read_in_chunks;
+using mount_test::time_until;
 
 /// Fixture: ROOT/src (SOURCE), ROOT/mnt, ROOT/daemon.log; the reference merged kvzoo bytes.
-class LiveFault : public ::testing::Test {
+class LiveFault : public mount_test::MountFixture {
 protected:
     void SetUp() override {
-        std::string why;
-        if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-        std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp_.path().c_str(), nullptr), &std::free);
-        ASSERT_TRUE(real);
-        root_ = real.get();
-        src_ = root_ + "/src";
-        mnt_ = root_ + "/mnt";
-        log_ = root_ + "/daemon.log";
-        ASSERT_EQ(::mkdir(src_.c_str(), 0755), 0);
-        ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
+        MountFixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
         whole_ = gguf_test::read_file(fixture("kvzoo/merged-reference.gguf"));
         ASSERT_GT(whole_.size(), 1000000u);
     }
 
-    void TearDown() override {
-        if (mnt_.empty()) return;
-        if (daemon_.running() || find_mount(mnt_)) daemon_.stop(mnt_);
-        EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
-    }
-
-    ::testing::AssertionResult mount() {
-        if (!daemon_.start({gguf_test::gguf_mount_binary(), src_, mnt_, "-f"}, log_)) {
-            return ::testing::AssertionFailure() << "cannot start the daemon";
-        }
-        if (!daemon_.wait_mounted(mnt_)) return ::testing::AssertionFailure() << "not mounted; log:\n" << log();
-        struct stat st {};
-        ::stat(mnt_.c_str(), &st);  // the mount is listed before INIT is answered
-        return ::testing::AssertionSuccess();
-    }
-
-    int unmount_and_wait() {
-        auto code = daemon_.stop(mnt_);
-        return code ? *code : -1;
-    }
-
-    std::string log() const {
-        std::ifstream in(log_);
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-
-    void copy_kvzoo(const std::string& dir) {
-        for (int i = 1; i <= 7; ++i) gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), dir + "/" + kvzoo_shard(i));
-    }
-
-    gguf_test::TempDir tmp_;
-    std::string root_, src_, mnt_, log_, whole_;
-    Daemon daemon_;
+    std::string whole_;
 };
 
 // ---- 1. many readers -----------------------------------------------------------------------------

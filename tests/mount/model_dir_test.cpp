@@ -8,141 +8,42 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <iostream>
-#include <memory>
-#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using gguf_test::fixture;
 using gguf_test::TempDir;
-using mount_test::Daemon;
+using mount_test::AlignedBuffer;
+using mount_test::ChunkTally;
+using mount_test::copy_kvzoo;
+using mount_test::exists;
+using mount_test::Fd;
 using mount_test::find_mount;
+using mount_test::kLiveUpdateLimit;
+using mount_test::kvzoo_shard;
+using mount_test::lines_with;
 using mount_test::list_dir;
+using mount_test::read_in_chunks;
+using mount_test::time_until;
 
-constexpr const char* kKvzooMerged = "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f";
+constexpr const char* kKvzooMerged = mount_test::kKvzooMergedSha256;
 constexpr const char* kTinyLlama = "ea9f0d0bcebbc5cc8b4d9cb7f219503d31bd31f873af199d14c2b1c0a2ea4c27";
 constexpr const char* kTinyLlamaMerged = "3a7d0b4b3ba2417ad2b31050616fb5caef8221715a369463fb6b3cf668a56914";
-/// The promise of the README: changes in SOURCE show in the mount within two seconds.
-constexpr std::chrono::milliseconds kLiveUpdateLimit{2000};
 
-std::string kvzoo_shard(int i, int n = 7) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "kvzoo-%05d-of-%05d.gguf", i, n);
-    return buf;
-}
-
-bool exists(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0;
-}
-
-/// Polls `done` every 10 ms; returns the time it took to become true, or nullopt after `limit`.
-std::optional<std::chrono::milliseconds> time_until(const std::function<bool()>& done,
-                                                    std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-    auto t0 = Clock::now();
-    while (Clock::now() - t0 < limit) {
-        if (done()) return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return std::nullopt;
-}
-
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-}
-
-struct Fd {
-    int fd = -1;
-    ~Fd() { close(); }
-    /// Closes now: a descriptor left open keeps the mount busy (fusermount3 -u fails).
-    void close() {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-    }
-};
-
-/// An aligned buffer for O_DIRECT reads.
-struct AlignedBuffer {
-    explicit AlignedBuffer(size_t n) {
-        void* p = nullptr;
-        if (::posix_memalign(&p, 4096, n) == 0) data.reset(static_cast<char*>(p));
-    }
-    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
-};
-
-class ModelDirTest : public ::testing::Test {
+/// Real mounts of a model directory ROOT/src on ROOT/mnt (mount_fixture.hpp).
+class ModelDirTest : public mount_test::MountFixture {
 protected:
-    void SetUp() override {
-        std::string why;
-        if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-        std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp_.path().c_str(), nullptr), &std::free);
-        ASSERT_TRUE(real);
-        root_ = real.get();
-        src_ = root_ + "/src";
-        mnt_ = root_ + "/mnt";
-        log_ = root_ + "/daemon.log";
-        ASSERT_EQ(::mkdir(src_.c_str(), 0755), 0);
-        ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
-    }
-
-    void TearDown() override {
-        if (mnt_.empty()) return;
-        if (daemon_.running() || find_mount(mnt_)) daemon_.stop(mnt_);
-        EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
-    }
-
-    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}, const std::string& source = "") {
-        std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), source.empty() ? src_ : source, mnt_, "-f"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        if (!daemon_.start(argv, log_)) return ::testing::AssertionFailure() << "cannot start the daemon";
-        if (!daemon_.wait_mounted(mnt_)) {
-            return ::testing::AssertionFailure() << "not mounted within 10 s; log:\n" << log();
-        }
-        // The mount is in the table before INIT is answered; wait for the root to answer.
-        struct stat st {};
-        ::stat(mnt_.c_str(), &st);
-        return ::testing::AssertionSuccess();
-    }
-
-    int unmount_and_wait() {
-        auto code = daemon_.stop(mnt_);
-        return code ? *code : -1;
-    }
-
-    std::string log() const {
-        std::ifstream in(log_);
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-
     void mkdir_p(const std::string& rel) { ASSERT_EQ(::mkdir((src_ + "/" + rel).c_str(), 0755), 0) << rel; }
-
-    void copy_kvzoo(const std::string& dir, int skip = 0) {
-        for (int i = 1; i <= 7; ++i) {
-            if (i != skip) gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), dir + "/" + kvzoo_shard(i));
-        }
-    }
 
     /// Splits tiny-llama with our own `gguf-mount split --split-max-tensors 10` into `prefix`.
     void split_tiny_llama(const std::string& prefix) {
@@ -150,10 +51,6 @@ protected:
                                  fixture("tiny-llama/tiny-llama.gguf"), prefix});
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-
-    gguf_test::TempDir tmp_;
-    std::string root_, src_, mnt_, log_;
-    Daemon daemon_;
 };
 
 // ---- directory rules ---------------------------------------------------------------------------
@@ -246,9 +143,9 @@ TEST_F(ModelDirTest, ByteSplitPartsInBothNamingStylesServeTheOriginal) {
     const size_t piece = whole.size() / 12;
     for (size_t k = 1; k < 12; ++k) {
         off_t off = static_cast<off_t>((k * piece) & ~size_t{4095});
-        ssize_t n = ::pread(fd.fd, buf.data.get(), 3 * 4096, off);
+        ssize_t n = ::pread(fd.fd, buf.get(), 3 * 4096, off);
         ASSERT_GT(n, 0) << std::strerror(errno);
-        ASSERT_EQ(std::memcmp(buf.data.get(), whole.data() + off, static_cast<size_t>(n)), 0) << "offset " << off;
+        ASSERT_EQ(std::memcmp(buf.get(), whole.data() + off, static_cast<size_t>(n)), 0) << "offset " << off;
     }
     fd.close();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
@@ -416,8 +313,8 @@ TEST_F(ModelDirTest, SetRemovedWhileAReaderHoldsItOpenKeepsServingTheRightBytes)
     Fd fd{::open(path.c_str(), O_RDONLY | O_DIRECT)};  // every read reaches the daemon
     ASSERT_GE(fd.fd, 0) << std::strerror(errno);
     AlignedBuffer buf(65536);
-    ASSERT_EQ(::pread(fd.fd, buf.data.get(), 65536, 0), 65536);
-    EXPECT_EQ(std::memcmp(buf.data.get(), whole.data(), 65536), 0);
+    ASSERT_EQ(::pread(fd.fd, buf.get(), 65536, 0), 65536);
+    EXPECT_EQ(std::memcmp(buf.get(), whole.data(), 65536), 0);
 
     for (int i = 1; i <= 7; ++i) ASSERT_EQ(::unlink((src_ + "/" + kvzoo_shard(i)).c_str()), 0);
     auto gone = time_until([&] { return list_dir(mnt_).empty() && !exists(path); });
@@ -427,11 +324,10 @@ TEST_F(ModelDirTest, SetRemovedWhileAReaderHoldsItOpenKeepsServingTheRightBytes)
 
     // The open descriptor still reads the whole file, byte for byte (the daemon holds the
     // deleted shards open).
-    for (size_t off = 0; off < whole.size(); off += 65536) {
-        ssize_t n = ::pread(fd.fd, buf.data.get(), 65536, static_cast<off_t>(off));
-        ASSERT_EQ(n, static_cast<ssize_t>(std::min<size_t>(65536, whole.size() - off))) << std::strerror(errno);
-        ASSERT_EQ(std::memcmp(buf.data.get(), whole.data() + off, static_cast<size_t>(n)), 0) << "offset " << off;
-    }
+    ChunkTally all = read_in_chunks(fd.fd, whole, 65536);
+    EXPECT_EQ(all.wrong, 0u) << all.first_wrong;
+    EXPECT_EQ(all.errors, 0u);
+    EXPECT_GT(all.ok, 0u);
     struct stat st {};
     ASSERT_EQ(::fstat(fd.fd, &st), 0) << std::strerror(errno);
     EXPECT_EQ(static_cast<size_t>(st.st_size), whole.size());
@@ -470,12 +366,10 @@ TEST_F(ModelDirTest, ShardReplacedUnderAnOpenFileNeverGivesWrongBytes) {
     ASSERT_TRUE(replanned) << "the changed set was not re-planned within 5 s\n" << log();
     std::cout << "[ measured ] replaced shard re-planned after " << replanned->count() << " ms\n";
     EXPECT_LE(*replanned, kLiveUpdateLimit);
-    AlignedBuffer buf(65536);
-    for (size_t off = 0; off < old_whole.size(); off += 65536) {
-        ssize_t n = ::pread(fd.fd, buf.data.get(), 65536, static_cast<off_t>(off));
-        ASSERT_EQ(n, static_cast<ssize_t>(std::min<size_t>(65536, old_whole.size() - off))) << std::strerror(errno);
-        ASSERT_EQ(std::memcmp(buf.data.get(), old_whole.data() + off, static_cast<size_t>(n)), 0) << "offset " << off;
-    }
+    ChunkTally old_reads = read_in_chunks(fd.fd, old_whole, 65536);
+    EXPECT_EQ(old_reads.wrong, 0u) << old_reads.first_wrong;
+    EXPECT_EQ(old_reads.errors, 0u);
+    EXPECT_GT(old_reads.ok, 0u);
     // A new open reads the new content.
     const std::string new_whole = gguf_test::read_file(path);
     EXPECT_EQ(new_whole.size(), old_whole.size());
@@ -484,27 +378,21 @@ TEST_F(ModelDirTest, ShardReplacedUnderAnOpenFileNeverGivesWrongBytes) {
     // 2. Rewritten in place under a second reader: same inode, same size, other bytes.
     Fd fd2{::open(path.c_str(), O_RDONLY | O_DIRECT)};
     ASSERT_GE(fd2.fd, 0);
-    ASSERT_EQ(::pread(fd2.fd, buf.data.get(), 4096, 0), 4096);
+    AlignedBuffer buf(4096);
+    ASSERT_EQ(::pread(fd2.fd, buf.get(), 4096, 0), 4096);
     {
         Fd w{::open(shard5.c_str(), O_WRONLY)};
         ASSERT_GE(w.fd, 0);
         ASSERT_EQ(::pwrite(w.fd, bytes.data() + data_start, bytes.size() - data_start, static_cast<off_t>(data_start)),
                   static_cast<ssize_t>(bytes.size() - data_start));
     }
-    size_t eio = 0, ok = 0;
-    for (size_t off = 0; off < new_whole.size(); off += 65536) {
-        ssize_t n = ::pread(fd2.fd, buf.data.get(), 65536, static_cast<off_t>(off));
-        if (n < 0) {
-            EXPECT_EQ(errno, EIO) << "offset " << off;
-            ++eio;
-            continue;
-        }
-        ++ok;
-        ASSERT_EQ(std::memcmp(buf.data.get(), new_whole.data() + off, static_cast<size_t>(n)), 0)
-            << "offset " << off << ": bytes that are neither the content opened nor an error";
-    }
-    EXPECT_GT(eio, 0u) << "no read touched the rewritten shard";
-    EXPECT_GT(ok, 0u) << "reads of the unchanged shards must still succeed";
+    // Every chunk is the content opened or EIO (first_wrong names a chunk with other bytes or
+    // another errno).
+    ChunkTally t = read_in_chunks(fd2.fd, new_whole, 65536);
+    EXPECT_EQ(t.wrong, 0u) << t.first_wrong << ": bytes that are neither the content opened nor an error";
+    EXPECT_TRUE(t.first_wrong.empty()) << t.first_wrong;
+    EXPECT_GT(t.errors, 0u) << "no read touched the rewritten shard";
+    EXPECT_GT(t.ok, 0u) << "reads of the unchanged shards must still succeed";
     // After the rescan, a new open serves the rewritten (= original) bytes again.
     auto back = time_until([&] { return gguf_test::sha256_file(path) == kKvzooMerged; });
     EXPECT_TRUE(back) << log();

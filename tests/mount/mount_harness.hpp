@@ -2,6 +2,7 @@
 // table, and a child daemon that is always unmounted and reaped.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -49,8 +50,11 @@ public:
     Daemon& operator=(const Daemon&) = delete;
     ~Daemon();
 
-    /// Starts `argv` (argv[0] is a path) with stdin from /dev/null. Returns false on failure.
-    bool start(const std::vector<std::string>& argv, const std::string& log_path);
+    /// Starts `argv` (argv[0] is a path) with stdin from /dev/null. With `nofile`, the child
+    /// sets RLIMIT_NOFILE to it (setrlimit(2), between fork and exec) before it runs argv[0];
+    /// if that fails the child exits 127. Returns false when the child cannot be started.
+    bool start(const std::vector<std::string>& argv, const std::string& log_path,
+               const std::optional<rlimit>& nofile = std::nullopt);
 
     /// Waits until `mount_point` shows up in /proc/self/mountinfo. Returns false if the child
     /// exited first (exit_code() is then set) or `timeout` passed.

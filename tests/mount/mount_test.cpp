@@ -11,13 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <memory>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -25,14 +21,16 @@
 #include "gguf/reader.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 using gguf_test::fixture;
-using mount_test::Daemon;
+using mount_test::AlignedBuffer;
+using mount_test::Fd;
 using mount_test::find_mount;
+using mount_test::lines_with;
 using mount_test::list_dir;
 
 /// All bytes of a virtual file, read through VirtualFile::read (the planner's view).
@@ -53,24 +51,6 @@ std::string merged_name_of(const std::string& shard_path) {
     return n ? n->prefix + ".gguf" : "";
 }
 
-/// Lines of `text` that contain `needle`.
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-}
-
-struct FdCloser {
-    int fd;
-    ~FdCloser() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 /// `count` preads at random offsets and lengths (half of them straddling an extent boundary of
 /// `layout`, some past EOF) through `fd`, each compared with `whole`. `align` > 1 rounds
 /// offsets, lengths and the buffer to that size (for O_DIRECT).
@@ -79,9 +59,8 @@ void check_random_preads(int fd, const std::string& whole, const gguf::VirtualLa
     std::mt19937_64 rng(seed);
     const auto& ext = layout.extents();
     const size_t max_len = 300000;
-    void* raw = nullptr;
-    ASSERT_EQ(::posix_memalign(&raw, 4096, max_len + 4096), 0);
-    std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(raw), &std::free);
+    AlignedBuffer buf(max_len + 4096);
+    ASSERT_TRUE(buf.get());
     for (int i = 0; i < count; ++i) {
         uint64_t off;
         if (i % 2 == 0 && !ext.empty()) {
@@ -105,70 +84,8 @@ void check_random_preads(int fd, const std::string& whole, const gguf::VirtualLa
     }
 }
 
-/// Base fixture: a temp dir with src/ and mnt/, a daemon, and guaranteed cleanup.
-class MountTest : public ::testing::Test {
-protected:
-    void SetUp() override {
-        std::string why;
-        if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-        // The mount point must be symlink-free to match /proc/self/mountinfo.
-        std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp_.path().c_str(), nullptr), &std::free);
-        ASSERT_TRUE(real);
-        root_ = real.get();
-        src_ = root_ + "/src";
-        mnt_ = root_ + "/mnt";
-        ASSERT_EQ(::mkdir(src_.c_str(), 0755), 0);
-        ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
-        log_ = root_ + "/daemon.log";
-    }
-
-    void TearDown() override {
-        if (mnt_.empty()) return;
-        if (daemon_.running() || find_mount(mnt_)) daemon_.stop(mnt_);
-        EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
-    }
-
-    /// Copies the shards of a manifest case into `dir` (copies: the fixtures are in git).
-    void copy_case_shards(const std::string& case_id, const std::string& dir) {
-        for (const auto& c : gguf_test::manifest_cases()) {
-            if (c.id != case_id) continue;
-            for (const auto& s : c.shards) gguf_test::copy_file(fixture(s), dir + "/" + gguf::base_name(s));
-            return;
-        }
-        FAIL() << "no manifest case " << case_id;
-    }
-
-    /// Starts `gguf-mount SOURCE MNT -f extra...` and waits for the mount.
-    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}, const std::string& source = "") {
-        std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), source.empty() ? src_ : source, mnt_, "-f"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        if (!daemon_.start(argv, log_)) return ::testing::AssertionFailure() << "cannot start the daemon";
-        if (!daemon_.wait_mounted(mnt_)) {
-            return ::testing::AssertionFailure()
-                   << "not mounted within 10 s (exit " << (daemon_.exit_code() ? *daemon_.exit_code() : -1)
-                   << "); log:\n"
-                   << log();
-        }
-        return ::testing::AssertionSuccess();
-    }
-
-    /// Unmounts with fusermount3 -u and returns the daemon's exit status (-1 if it hung).
-    int unmount_and_wait() {
-        auto code = daemon_.stop(mnt_);
-        return code ? *code : -1;
-    }
-
-    std::string log() const {
-        std::ifstream in(log_);
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-
-    gguf_test::TempDir tmp_;
-    std::string root_, src_, mnt_, log_;
-    Daemon daemon_;
-};
+/// Real mounts of ROOT/src on ROOT/mnt (mount_fixture.hpp).
+class MountTest : public mount_test::MountFixture {};
 
 // ---- every golden case, served and compared ------------------------------------------------
 
@@ -176,7 +93,7 @@ class ManifestMount : public MountTest, public ::testing::WithParamInterface<ggu
 
 TEST_P(ManifestMount, ServesTheReferenceMergeReadOnly) {
     const auto& c = GetParam();
-    for (const auto& s : c.shards) gguf_test::copy_file(fixture(s), src_ + "/" + gguf::base_name(s));
+    mount_test::copy_shards(c, src_);
     const std::string first = src_ + "/" + gguf::base_name(c.shards.front());
     const std::string name = merged_name_of(first);
     const auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
@@ -210,17 +127,15 @@ TEST_P(ManifestMount, ServesTheReferenceMergeReadOnly) {
 
     // Random preads first, while the page cache is cold, so they go through the daemon.
     {
-        int fd = ::open(path.c_str(), O_RDONLY);
-        ASSERT_GE(fd, 0) << std::strerror(errno);
-        FdCloser closer{fd};
-        check_random_preads(fd, whole, vf.layout(), 2000, 1234);
+        Fd fd{::open(path.c_str(), O_RDONLY)};
+        ASSERT_GE(fd.fd, 0) << std::strerror(errno);
+        check_random_preads(fd.fd, whole, vf.layout(), 2000, 1234);
     }
     // O_DIRECT: every read reaches the daemon.
     {
-        int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-        ASSERT_GE(fd, 0) << "O_DIRECT open: " << std::strerror(errno);
-        FdCloser closer{fd};
-        check_random_preads(fd, whole, vf.layout(), 200, 99, 4096);
+        Fd fd{::open(path.c_str(), O_RDONLY | O_DIRECT)};
+        ASSERT_GE(fd.fd, 0) << "O_DIRECT open: " << std::strerror(errno);
+        check_random_preads(fd.fd, whole, vf.layout(), 200, 99, 4096);
     }
 
     // The whole file: sha256 equals the reference merge.
@@ -228,10 +143,9 @@ TEST_P(ManifestMount, ServesTheReferenceMergeReadOnly) {
 
     // mmap(MAP_SHARED), as llama.cpp maps models: same bytes as the planner.
     {
-        int fd = ::open(path.c_str(), O_RDONLY);
-        ASSERT_GE(fd, 0);
-        FdCloser closer{fd};
-        void* map = ::mmap(nullptr, whole.size(), PROT_READ, MAP_SHARED, fd, 0);
+        Fd fd{::open(path.c_str(), O_RDONLY)};
+        ASSERT_GE(fd.fd, 0);
+        void* map = ::mmap(nullptr, whole.size(), PROT_READ, MAP_SHARED, fd.fd, 0);
         ASSERT_NE(map, MAP_FAILED) << "MAP_SHARED mmap: " << std::strerror(errno);
         EXPECT_EQ(std::memcmp(map, whole.data(), whole.size()), 0);
         ::munmap(map, whole.size());
@@ -359,12 +273,7 @@ void set_split_count(const std::string& path, uint16_t value) {
 
 /// Builds a bad kvzoo-like set in `dir` and returns {file the error must name, phrase in it}.
 std::pair<std::string, std::string> make_bad_set(Bad kind, const std::string& dir) {
-    auto copy_kvzoo = [&] {
-        for (int i = 1; i <= 7; ++i) {
-            std::string n = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
-            gguf_test::copy_file(fixture("kvzoo/t7/" + n), dir + "/" + n);
-        }
-    };
+    auto copy_kvzoo = [&] { mount_test::copy_kvzoo(dir); };
     switch (kind) {
         case Bad::MissingMiddleShard:
             copy_kvzoo();
@@ -414,7 +323,7 @@ TEST_P(BadInput, BadFirstShardSourceExitsNonZeroWithoutMounting) {
     auto [bad_file, phrase] = make_bad_set(GetParam(), src_);
     const std::string first = src_ + "/" + (GetParam() == Bad::NotGguf ? "junk-00001-of-00002.gguf"
                                                                         : "kvzoo-00001-of-00007.gguf");
-    ASSERT_TRUE(daemon_.start({gguf_test::gguf_mount_binary(), first, mnt_, "-f"}, log_));
+    ASSERT_TRUE(start({}, first));
     auto code = daemon_.wait_exit();
     ASSERT_TRUE(code) << "gguf-mount did not exit; mounted: " << bool(find_mount(mnt_));
     EXPECT_EQ(*code, 1) << log();
@@ -560,36 +469,32 @@ TEST_F(MountTest, ShardTruncatedWhileMountedGivesEioAndTheDaemonKeepsServing) {
     const std::string shard5 = src_ + "/kvzoo-00005-of-00007.gguf";
     ASSERT_EQ(::truncate(shard5.c_str(), static_cast<off_t>(victim->source_offset)), 0);
 
-    int fd = ::open(path.c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0);
-    FdCloser closer{fd};
+    Fd fd{::open(path.c_str(), O_RDONLY)};
+    ASSERT_GE(fd.fd, 0);
     const uint64_t bad_off = (victim->start + victim->length / 2) & ~uint64_t{4095};
     char buf[4096];
     errno = 0;
-    EXPECT_EQ(::pread(fd, buf, sizeof buf, static_cast<off_t>(bad_off)), -1);
+    EXPECT_EQ(::pread(fd.fd, buf, sizeof buf, static_cast<off_t>(bad_off)), -1);
     EXPECT_EQ(errno, EIO);
     // Many more failing reads (O_DIRECT: each one reaches the daemon) are logged only a few times.
     {
-        int dfd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-        ASSERT_GE(dfd, 0);
-        FdCloser dcloser{dfd};
-        void* raw = nullptr;
-        ASSERT_EQ(::posix_memalign(&raw, 4096, 4096), 0);
-        std::unique_ptr<char, decltype(&std::free)> abuf(static_cast<char*>(raw), &std::free);
+        Fd dfd{::open(path.c_str(), O_RDONLY | O_DIRECT)};
+        ASSERT_GE(dfd.fd, 0);
+        AlignedBuffer abuf(4096);
+        ASSERT_TRUE(abuf.get());
         for (int i = 0; i < 30; ++i) {
             errno = 0;
-            EXPECT_EQ(::pread(dfd, abuf.get(), 4096, static_cast<off_t>(bad_off)), -1);
+            EXPECT_EQ(::pread(dfd.fd, abuf.get(), 4096, static_cast<off_t>(bad_off)), -1);
             EXPECT_EQ(errno, EIO);
         }
     }
 
     // The daemon still serves: the header and the other shards read fine.
     char head[4096];
-    ASSERT_EQ(::pread(fd, head, sizeof head, 0), static_cast<ssize_t>(sizeof head)) << std::strerror(errno);
+    ASSERT_EQ(::pread(fd.fd, head, sizeof head, 0), static_cast<ssize_t>(sizeof head)) << std::strerror(errno);
     EXPECT_EQ(std::memcmp(head, whole.data(), sizeof head), 0);
     EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"});
-    ::close(closer.fd);
-    closer.fd = -1;
+    fd.close();
 
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto warnings = lines_with(log(), "kvzoo-00005-of-00007.gguf: read of");

@@ -12,12 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
-
-using gguf_test::fixture;
 
 /// A bound AF_UNIX datagram socket, like the one systemd listens on.
 class NotifySocket {
@@ -50,27 +48,15 @@ private:
     bool ok_ = false;
 };
 
-TEST(Notify, ReadyOnlyWhenTheMergedFileIsReadableThenStopping) {
-    std::string why;
-    if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-    gguf_test::TempDir tmp;
-    char* real = ::realpath(tmp.path().c_str(), nullptr);
-    ASSERT_NE(real, nullptr);
-    const std::string root = real;
-    std::free(real);
-    const std::string src = root + "/src", mnt = root + "/mnt";
-    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
-    ASSERT_EQ(::mkdir(mnt.c_str(), 0755), 0);
-    for (int i = 1; i <= 7; ++i) {
-        std::string name = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
-        gguf_test::copy_file(fixture("kvzoo/t7/" + name), src + "/" + name);
-    }
+class Notify : public mount_test::MountFixture {};
 
-    NotifySocket sock(root + "/notify.sock");
+TEST_F(Notify, ReadyOnlyWhenTheMergedFileIsReadableThenStopping) {
+    mount_test::copy_kvzoo(src_);
+
+    NotifySocket sock(root_ + "/notify.sock");
     ASSERT_TRUE(sock.ok()) << std::strerror(errno);
-    ::setenv("NOTIFY_SOCKET", (root + "/notify.sock").c_str(), 1);
-    mount_test::Daemon daemon;
-    bool started = daemon.start({gguf_test::gguf_mount_binary(), src, mnt, "-f"}, root + "/daemon.log");
+    ::setenv("NOTIFY_SOCKET", (root_ + "/notify.sock").c_str(), 1);
+    bool started = start();
     ::unsetenv("NOTIFY_SOCKET");
     ASSERT_TRUE(started);
 
@@ -78,17 +64,17 @@ TEST(Notify, ReadyOnlyWhenTheMergedFileIsReadableThenStopping) {
     for (int i = 0; i < 20 && msg.find("READY=1") == std::string::npos; ++i) msg = sock.receive(500);
     bool ready = msg.find("READY=1") != std::string::npos;
     // Read immediately, with no wait: READY=1 promises the file is readable now.
-    std::string sum = ready ? gguf_test::sha256_file(mnt + "/kvzoo.gguf") : "";
-    auto code = daemon.stop(mnt);
+    std::string sum = ready ? gguf_test::sha256_file(mnt_ + "/kvzoo.gguf") : "";
+    auto code = daemon_.stop(mnt_);
     ASSERT_TRUE(ready) << "no READY=1 within 10 s; last message: '" << msg << "'";
     EXPECT_NE(msg.find("STATUS=serving 1 file(s)"), std::string::npos) << msg;
-    EXPECT_EQ(sum, "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f");
+    EXPECT_EQ(sum, mount_test::kKvzooMergedSha256);
 
     std::string stopping = sock.receive(2000);
     EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << "'" << stopping << "'";
     ASSERT_TRUE(code);
     EXPECT_EQ(*code, 0);
-    EXPECT_FALSE(mount_test::find_mount(mnt));
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
 }
 
 }  // namespace

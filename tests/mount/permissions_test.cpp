@@ -21,18 +21,15 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <memory>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "gguf/file_io.hpp"
-#include "mount/mount_harness.hpp"
+#include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -139,68 +136,40 @@ bool has_option(const std::string& options, const std::string& opt) {
     return false;
 }
 
-class Permissions : public ::testing::Test {
+/// SOURCE is ROOT/data/src, so that the parent of SOURCE is no parent of the mount point.
+class Permissions : public mount_test::MountFixture {
 protected:
+    Permissions() : MountFixture("data/src") {}
+
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "switching to another user and chown need root";
-        std::string why;
-        if (!mount_test::fuse_available(&why)) GTEST_SKIP() << why;
-        std::unique_ptr<char, decltype(&std::free)> real(::realpath(tmp_.path().c_str(), nullptr), &std::free);
-        ASSERT_TRUE(real);
-        root_ = real.get();
+        MountFixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        data_ = root_ + "/data";
         // Other users must be able to walk to the mount point: the EACCES we test must come from
         // FUSE, not from a 0700 parent directory.
         ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
-        data_ = root_ + "/data";
-        src_ = data_ + "/src";
-        mnt_ = root_ + "/mnt";
-        for (const auto& d : {data_, src_, mnt_}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
-        log_ = root_ + "/daemon.log";
         ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return stat_errno(root_); }), 0)
             << "uid " << kNobody << " cannot reach " << root_;
-    }
-
-    void TearDown() override {
-        if (mnt_.empty()) return;
-        if (daemon_.running() || find_mount(mnt_)) daemon_.stop(mnt_);
-        EXPECT_FALSE(find_mount(mnt_)) << "left a mount behind on " << mnt_;
     }
 
     /// Copies the shards of the manifest case `case_id` into src_, renamed to PREFIX-0000k-...,
     /// with owner `uid`:`gid` and mode `mode` (`mode_of_first` for the first shard if non-zero).
     void add_set(const std::string& case_id, const std::string& prefix, uid_t uid, gid_t gid, mode_t mode,
                  mode_t mode_of_first = 0, uid_t uid_of_first = static_cast<uid_t>(-1)) {
-        for (const auto& c : gguf_test::manifest_cases()) {
-            if (c.id != case_id) continue;
-            for (size_t i = 0; i < c.shards.size(); ++i) {
-                const std::string base = gguf::base_name(c.shards[i]);
-                const std::string to = src_ + "/" + prefix + base.substr(base.find('-'));
-                gguf_test::copy_file(fixture(c.shards[i]), to);
-                const bool first = i == 0;
-                ASSERT_EQ(::chown(to.c_str(), first && uid_of_first != static_cast<uid_t>(-1) ? uid_of_first : uid, gid), 0);
-                ASSERT_EQ(::chmod(to.c_str(), first && mode_of_first ? mode_of_first : mode), 0);
-            }
-            return;
+        auto c = mount_test::manifest_case(case_id);
+        ASSERT_TRUE(c) << "no manifest case " << case_id;
+        for (size_t i = 0; i < c->shards.size(); ++i) {
+            const std::string base = gguf::base_name(c->shards[i]);
+            const std::string to = src_ + "/" + prefix + base.substr(base.find('-'));
+            gguf_test::copy_file(fixture(c->shards[i]), to);
+            const bool first = i == 0;
+            ASSERT_EQ(::chown(to.c_str(), first && uid_of_first != static_cast<uid_t>(-1) ? uid_of_first : uid, gid), 0);
+            ASSERT_EQ(::chmod(to.c_str(), first && mode_of_first ? mode_of_first : mode), 0);
         }
-        FAIL() << "no manifest case " << case_id;
     }
 
-    ::testing::AssertionResult mount(const std::vector<std::string>& extra = {}) {
-        std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), src_, mnt_, "-f"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        if (!daemon_.start(argv, log_)) return ::testing::AssertionFailure() << "cannot start the daemon";
-        if (!daemon_.wait_mounted(mnt_)) {
-            std::ifstream in(log_);
-            std::stringstream ss;
-            ss << in.rdbuf();
-            return ::testing::AssertionFailure() << "not mounted; log:\n" << ss.str();
-        }
-        return ::testing::AssertionSuccess();
-    }
-
-    gguf_test::TempDir tmp_;
-    std::string root_, data_, src_, mnt_, log_;
-    mount_test::Daemon daemon_;
+    std::string data_;  // the parent of SOURCE
 };
 
 std::string kvzoo_reference() { return gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")); }
