@@ -165,8 +165,11 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
     // is the 0.15 GiB/s trap, so keep every splice capability off.
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
-    spdlog::debug("FUSE init: protocol {}.{}, max_read {}, max_readahead {}, max_write {}", conn->proto_major,
-                  conn->proto_minor, conn->max_read, conn->max_readahead, conn->max_write);
+    conn->max_background = kMaxBackground;
+    conn->congestion_threshold = kCongestionThreshold;
+    spdlog::debug("FUSE init: protocol {}.{}, max_read {}, max_readahead {}, max_write {}, max_background {}, "
+                  "congestion_threshold {}", conn->proto_major, conn->proto_minor, conn->max_read,
+                  conn->max_readahead, conn->max_write, conn->max_background, conn->congestion_threshold);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {

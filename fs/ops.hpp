@@ -19,6 +19,19 @@ namespace gguf_mount::fs {
 /// libfuse 3.14 refuses to start when the two differ.
 inline constexpr size_t kMaxRead = size_t{1} << 20;
 
+/// How many asynchronous (readahead) requests the kernel may have queued for the daemon at
+/// once, and from how many on it counts the connection as congested. The kernel's defaults
+/// (12 and 9) are sized for its 128 KiB readahead; with the 4 MiB window gguf-mount sets, a
+/// single sequential reader already queues 8 requests of 1 MiB, the connection turns congested,
+/// and fuse_readahead() then skips the window's asynchronous part, whose folios the kernel has
+/// already inserted and now deletes again (mm/readahead.c read_pages). Traced
+/// (bench/trace-folios.sh, mm_filemap_{add_to,delete_from}_page_cache on the FUSE inode) for
+/// one cold read of a 506 MiB merged file: 151,773 folio insertions and 22,272 deletions with
+/// 12/9; 129,497 insertions (one per page) and no deletion with 64/48. Root may set any value;
+/// for other users the kernel clamps them to fs.fuse.max_user_bgreq / max_user_congthresh.
+inline constexpr unsigned kMaxBackground = 64;
+inline constexpr unsigned kCongestionThreshold = 48;
+
 /// Attribute timeout of regular files, in seconds. An inode number is never reused for other
 /// content (fs/filesystem.hpp InodeTable), so a file's attributes only change on a chmod or
 /// chown of its sources, and the watcher then invalidates them (notify_inval_inode); the kernel
