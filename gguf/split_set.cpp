@@ -1,6 +1,9 @@
 #include "gguf/split_set.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -54,6 +57,25 @@ Shard load_shard(const LogicalFile& file) {
     s.file = open.file();
     return s;
 }
+
+/// Asks the kernel to start reading the first kPrefetchBytes of the regular file at `path` in
+/// the background (posix_fadvise POSIX_FADV_WILLNEED queues the readahead and returns), so that
+/// loading a set of many shards overlaps their header reads instead of waiting for one disk
+/// read per shard in turn. Anything but a regular file (absent, byte-split, FIFO, device) is
+/// left alone: it is stat()ed, never opened. Best effort, never throws.
+/// Measured (bench/bench.py startup, 1,200 shards, caches dropped): see the README.
+constexpr off_t kPrefetchBytes = 16 * 1024;
+void prefetch_header(const std::string& path) noexcept {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    ::posix_fadvise(fd, 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
+    ::close(fd);
+}
+
+/// How many shards ahead of the one being loaded have their headers prefetched.
+constexpr uint32_t kPrefetchAhead = 32;
 
 /// The default resolver: the regular file at `path`; nullopt when nothing exists there.
 std::optional<LogicalFile> resolve_single(const std::string& path) {
@@ -147,7 +169,11 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
     // shard 2 instead of holding 65535 parsed headers in memory.
     std::unordered_set<std::string> names;
     uint64_t seen = 0;
+    uint32_t prefetched = 1;  // shards [2, prefetched] have been asked for
     for (uint32_t i = 0; i < static_cast<uint32_t>(count); ++i) {
+        for (; prefetched < static_cast<uint32_t>(count) && prefetched < i + 1 + kPrefetchAhead; ++prefetched) {
+            prefetch_header(shard_path(set.prefix_, prefetched + 1, name->count));
+        }
         if (i > 0) {
             set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1));
         }
