@@ -607,7 +607,8 @@ def write_reports(res, outdir, name):
     lines.append("Kernel %s, libfuse %s, %s CPUs (%s), %.0f GiB RAM, THP `%s`, data on %s. "
                  "Model %.2f GiB (%s bytes). %d runs per cell; GiB/s = bytes / wall time; "
                  "**median (min–max)**. Load average (1 min) at start %s, end %s; during the matrix %s–%s "
-                 "(other builds and tests ran on this 2-vCPU VM: compare same-row ratios, not absolute numbers). "
+                 "(it counts the benchmark's own daemon threads and I/O waits, and anything else running on this "
+                 "2-vCPU VM: compare same-row ratios, not absolute numbers across runs). "
                  "Date %s, wall time %d s." % (
                      env["kernel"], env["libfuse"], env["cpus"], env["cpu"], env["mem_gib"], env["thp"],
                      env["filesystem"], env.get("model_bytes", 0) / GIB, env.get("model_bytes", 0), env["runs"],
