@@ -80,7 +80,14 @@ umount "$mnt"
 
 echo "== a killed daemon leaves a mount that fusermount3 -u clears"
 mount -t fuse.gguf-mount "$work/src" "$mnt"
-pid=$(pgrep -f "mount.fuse.gguf-mount $work/src $mnt" | head -1)
+# The daemon is the newest process with this command line: the parent that daemonized it may
+# still be exiting (seen in CI: the old `head -1` picked it, and the live daemon went on serving).
+pid=""
+for _ in $(seq 50); do
+  pid=$(pgrep -n -f "mount.fuse.gguf-mount $work/src $mnt" || true)
+  [ -n "$pid" ] && [ "$(pgrep -c -f "mount.fuse.gguf-mount $work/src $mnt")" = 1 ] && break
+  sleep 0.1
+done
 [ -n "$pid" ] || fail "daemon not found"
 kill -9 "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
