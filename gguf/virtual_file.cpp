@@ -1,5 +1,7 @@
 #include "gguf/virtual_file.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -70,7 +72,24 @@ Served VirtualFile::read_direct(uint32_t index, uint64_t source_offset, size_t l
     constexpr uint64_t a = kServeAlign;
     const uint64_t from = source_offset / a * a;
     const uint64_t to = (source_offset + len + a - 1) / a * a;
-    const ssize_t n = pread_full(fd, buf, static_cast<size_t>(to - from), from);
+    // pread_full would retry after a short read at end of file, at an unaligned offset: ext4
+    // answers 0 there, but a file system that checks O_DIRECT alignment before end of file
+    // would refuse it (EINVAL) and switch O_DIRECT off. Stop at a read that ends off alignment.
+    const size_t want = static_cast<size_t>(to - from);
+    size_t done = 0;
+    ssize_t n = 0;
+    while (done < want) {
+        const ssize_t r = ::pread(fd, buf + done, want - done, static_cast<off_t>(from + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            n = -errno;
+            break;
+        }
+        if (r == 0) break;
+        done += static_cast<size_t>(r);
+        if (done % a != 0) break;
+    }
+    if (n == 0) n = static_cast<ssize_t>(done);
     if (n == -EINVAL) {  // the file system refused this O_DIRECT read: never try again
         src.direct.disable();
         return out;

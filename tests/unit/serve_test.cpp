@@ -167,6 +167,34 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
     EXPECT_EQ(std::string(cached.data, 4096), reference_.substr(big->start, 4096));
 }
 
+// The last tensor bytes of a shard whose size is not a multiple of the O_DIRECT alignment: the
+// widened read ends short at end of file, which must be served, and must not switch O_DIRECT
+// off for that shard.
+TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
+    const auto set = gguf::SplitSet::open(shards_.front());
+    auto vf = VirtualFile::merged(set);
+    if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
+    int tails = 0;
+    for (const auto& e : vf.layout().extents()) {
+        if (e.kind != gguf::Extent::Kind::Source || e.length < 100) continue;
+        const auto& src = vf.sources()[e.source];
+        // The read widened to 4 KiB boundaries must run past the end of the file.
+        const uint64_t widened_end = (e.source_offset + e.length + 4095) / 4096 * 4096;
+        if (widened_end <= static_cast<uint64_t>(src.st.st_size)) continue;
+        ++tails;
+        evict_all();
+        auto fresh = VirtualFile::merged(set);
+        ServeBuffer buf(100);
+        gguf::Served s = fresh.serve(e.start + e.length - 100, 100, buf.mem.get());
+        ASSERT_EQ(s.result, 100) << src.path;
+        EXPECT_TRUE(s.direct) << src.path;
+        EXPECT_EQ(std::string(s.data, 100), reference_.substr(e.start + e.length - 100, 100)) << src.path;
+        const auto& fsrc = fresh.sources()[e.source];
+        EXPECT_GE(fsrc.direct.get(fsrc.fd.get()), 0) << src.path << ": O_DIRECT was switched off";
+    }
+    EXPECT_GT(tails, 0) << "no shard ends within 4 KiB of tensor data off a 4 KiB boundary in this case";
+}
+
 TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
     auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
