@@ -39,7 +39,7 @@ UniqueFd open_read_only(const std::string& path) {
     return UniqueFd(fd);
 }
 
-ssize_t pread_full(int fd, void* dst, size_t len, uint64_t offset) noexcept {
+ssize_t pread_full(int fd, void* dst, size_t len, uint64_t offset, size_t block) noexcept {
     auto* out = static_cast<char*>(dst);
     size_t done = 0;
     while (done < len) {
@@ -50,6 +50,7 @@ ssize_t pread_full(int fd, void* dst, size_t len, uint64_t offset) noexcept {
         }
         if (n == 0) break;
         done += static_cast<size_t>(n);
+        if (done < len && done % block != 0) break;  // end of file under O_DIRECT
     }
     return static_cast<ssize_t>(done);
 }

@@ -35,8 +35,11 @@ UniqueFd open_read_only(const std::string& path);
 
 /// Reads exactly `len` bytes at `offset`, retrying on EINTR and short reads.
 /// Returns the number of bytes read (less than `len` only at end of file) or -errno.
+/// With `block` > 1 (an O_DIRECT descriptor: offsets must stay multiples of it), a short read
+/// that ends off a multiple of `block` is taken as end of file instead of being retried at an
+/// unaligned offset, which a file system may refuse with EINVAL.
 /// Never throws, never allocates: safe on the FUSE read path.
-ssize_t pread_full(int fd, void* dst, size_t len, uint64_t offset) noexcept;
+ssize_t pread_full(int fd, void* dst, size_t len, uint64_t offset, size_t block = 1) noexcept;
 
 /// Writes all of `len` bytes at the current position, retrying on EINTR and short writes.
 /// Returns 0 or -errno.

@@ -1,7 +1,5 @@
 #include "gguf/virtual_file.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +12,14 @@ namespace {
 /// Size and mtime unchanged (the descriptor is the same file by construction).
 bool same_content_state(const struct stat& a, const struct stat& b) noexcept {
     return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
+/// Checked after every source read: true when `src` no longer has the size and mtime it had
+/// when opened (or cannot be fstat()ed). A rewrite that raced with the read has already moved
+/// the mtime (file systems update it before copying the new data in).
+bool changed_since_open(const SourceFile& src) noexcept {
+    struct stat now {};
+    return ::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st);
 }
 
 }  // namespace
@@ -72,32 +78,13 @@ Served VirtualFile::read_direct(uint32_t index, uint64_t source_offset, size_t l
     constexpr uint64_t a = kServeAlign;
     const uint64_t from = source_offset / a * a;
     const uint64_t to = (source_offset + len + a - 1) / a * a;
-    // pread_full would retry after a short read at end of file, at an unaligned offset: ext4
-    // answers 0 there, but a file system that checks O_DIRECT alignment before end of file
-    // would refuse it (EINVAL) and switch O_DIRECT off. Stop at a read that ends off alignment.
-    const size_t want = static_cast<size_t>(to - from);
-    size_t done = 0;
-    ssize_t n = 0;
-    while (done < want) {
-        const ssize_t r = ::pread(fd, buf + done, want - done, static_cast<off_t>(from + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            n = -errno;
-            break;
-        }
-        if (r == 0) break;
-        done += static_cast<size_t>(r);
-        if (done % a != 0) break;
-    }
-    if (n == 0) n = static_cast<ssize_t>(done);
+    const ssize_t n = pread_full(fd, buf, static_cast<size_t>(to - from), from, a);
     if (n == -EINVAL) {  // the file system refused this O_DIRECT read: never try again
         src.direct.disable();
         return out;
     }
     const uint64_t need = source_offset + len - from;
-    struct stat now {};
-    const bool changed = n >= 0 && (::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st));
-    if (n < 0 || static_cast<uint64_t>(n) < need || changed) {
+    if (n < 0 || static_cast<uint64_t>(n) < need || changed_since_open(src)) {
         out.result = n < 0 ? n : -EIO;
         return out;
     }
@@ -153,11 +140,7 @@ ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* fail
             case Extent::Kind::Source: {
                 const SourceFile& src = sources_[p.extent->source];
                 ssize_t n = pread_full(src.fd.get(), out, p.length, p.extent->source_offset + p.skip);
-                // Checked after the read: a rewrite that raced with it has already moved the
-                // mtime (file systems update it before copying the new data in).
-                struct stat now {};
-                bool changed = n >= 0 && (::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st));
-                if (n != static_cast<ssize_t>(p.length) || changed) {
+                if (n != static_cast<ssize_t>(p.length) || changed_since_open(src)) {
                     failed = true;
                     result = n < 0 ? n : -EIO;
                     if (failed_source) *failed_source = p.extent->source;

@@ -196,24 +196,29 @@ TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
 }
 
 TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
-    auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    const auto set = gguf::SplitSet::open(shards_.front());
+    auto probe = VirtualFile::merged(set);  // shows this request takes the O_DIRECT path
+    auto vf = VirtualFile::merged(set);     // opened before the rewrite, read after it
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     const gguf::Extent* last = nullptr;
     for (const auto& e : vf.layout().extents()) {
         if (e.kind == gguf::Extent::Kind::Source && e.length >= 64) last = &e;
     }
     ASSERT_NE(last, nullptr);
+    ServeBuffer buf(64);
+    evict_all();
+    gguf::Served before = probe.serve(last->start, 64, buf.mem.get());
+    ASSERT_EQ(before.result, 64);
+    ASSERT_TRUE(before.direct) << "the request must go O_DIRECT for this test to mean anything";
     // Same size, new mtime: a rewrite in place.
     const std::string& path = vf.sources()[last->source].path;
     timeval times[2] = {{1000000000, 0}, {1000000000, 0}};
     ASSERT_EQ(::utimes(path.c_str(), times), 0);
     evict_all();
-    ServeBuffer buf(64);
     uint32_t failed = 12345;
     gguf::Served s = vf.serve(last->start, 64, buf.mem.get(), &failed);
     EXPECT_EQ(s.result, -EIO);
     EXPECT_EQ(failed, last->source);
-
 }
 
 /// The cases with tensor data (the notensors cases are all header: nothing to read direct).
