@@ -8,6 +8,8 @@ packages=(
   libfuse3-dev fuse3 libsystemd-dev
   libcxxopts-dev libspdlog-dev libfmt-dev
   libgtest-dev nlohmann-json3-dev libssl-dev help2man
+  libcurl4-openssl-dev libxml2-dev
+  nginx-light openssl python3
 )
 
 missing=()
