@@ -79,6 +79,8 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
     for (const auto& d : c.directories) j["directories"].push_back({{"path", d.path}, {"mode", octal(d.attr.mode)}});
     j["problems"] = nlohmann::ordered_json::array();
     for (const auto& p : c.problems) j["problems"].push_back({{"path", p.path}, {"reason", p.reason}});
+    j["notes"] = nlohmann::ordered_json::array();
+    for (const auto& n : c.notes) j["notes"].push_back({{"path", n.path}, {"reason", n.reason}});
     return j;
 }
 
@@ -123,6 +125,11 @@ void print_text(const gguf::Catalog& c) {
     if (!c.problems.empty()) {
         std::printf("%zu problem%s:\n", c.problems.size(), c.problems.size() == 1 ? "" : "s");
         for (const auto& p : c.problems) std::printf("  %s: %s\n", p.path.c_str(), p.reason.c_str());
+    }
+    if (!c.notes.empty()) {
+        std::printf("%zu note%s (served, narrower than the mode bits say):\n", c.notes.size(),
+                    c.notes.size() == 1 ? "" : "s");
+        for (const auto& n : c.notes) std::printf("  %s: %s\n", n.path.c_str(), n.reason.c_str());
     }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
                 "%zu director%s, %zu problem(s)\n",

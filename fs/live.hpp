@@ -27,6 +27,7 @@ namespace gguf_mount::fs {
 struct RescanResult {
     SnapshotChanges changes;             // for kernel cache invalidation and the log
     std::vector<gguf::Problem> new_problems;  // problems not reported by an earlier scan
+    std::vector<gguf::Problem> new_notes;     // catalog notes (narrowed access) not reported before
     std::vector<std::string> errors;     // entries left out because they could not be opened
 };
 
