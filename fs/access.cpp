@@ -1,7 +1,6 @@
 #include "fs/access.hpp"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -4,8 +4,11 @@
 //  - without -o allow_other no other user can even stat the mount (EACCES from FUSE);
 //  - with -o allow_other another user reads exactly what the shards let them read: a merged
 //    file carries the owner and group of its first shard and the most restrictive permission
-//    bits of all its shards, without write or execute bits, and the kernel enforces them
-//    (default_permissions);
+//    bits of all its shards, without write or execute bits, narrowed by every directory on the
+//    way to each shard (links followed, from / down), and the kernel enforces them
+//    (default_permissions); the root daemon also checks each open, opendir and lookup on the
+//    caller's own credentials (issue 14.1: links into 0700 directories, nested 0700 folders,
+//    directory links out of SOURCE, HF-cache blobs, one closed shard, POSIX ACLs);
 //  - nothing but the merged files is reachable through the mount ("..", shard names, other files
 //    of SOURCE, names below a file).
 // The other user is uid/gid 65534 (nobody/nogroup), in a forked child that drops privileges.
@@ -346,13 +349,9 @@ TEST_F(Permissions, WithAllowOtherAnotherUserReadsExactlyWhatTheShardsAllow) {
     EXPECT_EQ(daemon_.stop(mnt_), 0);
 }
 
-// Known gap (fs/filesystem.cpp file_attributes, owned by the fs/ rewrite): the merged file takes
-// the owner of the FIRST shard and the AND of all modes. When shard 1 belongs to user U and a
-// later shard belongs to someone else with mode 0600, U can read the merged file (owner bit
-// 0400 and uid U) although U cannot read that shard directly: access is widened. Enable this
-// test once the attributes account for differing owners (e.g. owner bits only from shards
-// owned by the same uid, group bits only from shards of the same gid, otherwise the
-// more restrictive class).
+// Shard 1 belongs to user U and a later shard to someone else with mode 0600: U must not read
+// the merged file (catalog rule 8: the owner class passes another owner's shard only through
+// its group and other bits).
 TEST_F(Permissions, MixedOwnersNeverWidenAccess) {
     add_set("kvzoo/t7", "mixed", 0, 0, 0600, 0600, kNobody);  // shard 1 nobody's, the rest root's 0600
     ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/mixed-00002-of-00007.gguf", O_RDONLY); }),
