@@ -1,6 +1,6 @@
 // `gguf-mount check SOURCE [--json] [--show-shards]`: prints what a mount of SOURCE would show
 // (gguf::build_catalog): every served file with its shards or pieces and its size, every
-// directory, and every problem. Exit status 0 when there is no problem, 1 otherwise, 2 for usage
+// directory, every problem, and every note (served narrower than its mode bits). Exit status 0 when there is no problem, 1 otherwise, 2 for usage
 // errors.
 #include <cstdio>
 #include <string>
@@ -22,8 +22,10 @@ const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
     "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
-    "made of, and every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
-    "link, unreadable directory), one line each. Nothing is mounted or written.\n"
+    "made of, the mode served (read bits only where every directory on the way lets that class\n"
+    "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
+    "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
+    "ACL on the way), one line each. Nothing is mounted or written.\n"
     "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error.\n";
 
 /// `path` relative to `source` when it lies under it, else unchanged.
