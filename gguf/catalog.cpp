@@ -1,8 +1,8 @@
 #include "gguf/catalog.hpp"
 
 #include <dirent.h>
-#include <sys/xattr.h>
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
