@@ -332,6 +332,11 @@ TEST(Catalog, DirectoriesOnTheWayNarrowModesThroughEveryKindOfLink) {
         ASSERT_EQ(::chmod((src + "/hf/blobs/" + blob).c_str(), 0644), 0);
         ASSERT_EQ(::symlink(("../../blobs/" + blob).c_str(), (src + "/hf/snapshots/rev/" + kvzoo_shard(i)).c_str()), 0);
     }
+    // A byte-split file whose second piece is a link into ROOT/closed.
+    gguf_test::cut_file(fixture("tiny-llama/tiny-llama.gguf"), {src + "/tiny.gguf.part1of2", root / "closed/piece2"});
+    ASSERT_EQ(::chmod((src + "/tiny.gguf.part1of2").c_str(), 0644), 0);
+    ASSERT_EQ(::chmod((root / "closed/piece2").c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../closed/piece2", (src + "/tiny.gguf.part2of2").c_str()), 0);
     ASSERT_EQ(::chmod((root / "closed").c_str(), 0700), 0);
     ASSERT_EQ(::chmod((src + "/private").c_str(), 0700), 0);
     ASSERT_EQ(::chmod((src + "/hf/blobs").c_str(), 0700), 0);
@@ -348,6 +353,7 @@ TEST(Catalog, DirectoriesOnTheWayNarrowModesThroughEveryKindOfLink) {
     EXPECT_EQ(mode_of("outdir/inner.txt"), 0400);   // reached through ROOT/closed
     EXPECT_EQ(mode_of("private/p.txt"), 0400);      // SOURCE/private is 0700
     EXPECT_EQ(mode_of("hf/snapshots/rev/kvzoo.gguf"), 0400);  // the blobs directory is 0700
+    EXPECT_EQ(mode_of("tiny.gguf"), 0400);          // one piece behind ROOT/closed
     std::map<std::string, mode_t> dirs;
     for (const auto& d : c.directories) dirs[d.path] = d.attr.mode;
     EXPECT_EQ(dirs["outdir"], 0500u);  // itself 0755, but behind ROOT/closed
