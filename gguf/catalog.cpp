@@ -45,7 +45,7 @@ EntryAttributes directory_attributes(const struct stat& st) {
 
 /// Rule 8 on the file system: walks the paths an entry is reached through the way the kernel
 /// resolves them and narrows served modes to what every member of a class could open directly.
-/// Caches what it stats, for one catalog build.
+/// Caches what it stats and reads, for one catalog build.
 class AccessJudge {
 public:
     /// Narrows `attr` (owner, group and bits from the parts alone) of a file made of `parts`;
@@ -131,7 +131,7 @@ private:
     /// every symlink: appends each directory a name is looked up in (canonical, no links) to
     /// `*searched` and sets `*target` to the canonical object reached. False when a component
     /// is missing or more than 40 links are followed (ELOOP).
-    static bool walk(const std::string& path, std::vector<std::string>* searched, std::string* target) {
+    bool walk(const std::string& path, std::vector<std::string>* searched, std::string* target) {
         std::deque<std::string> todo;
         std::string start = path;
         if (start.empty() || start[0] != '/') {
@@ -153,14 +153,11 @@ private:
                 continue;
             }
             std::string next = cur == "/" ? "/" + comp : cur + "/" + comp;
-            struct stat lst {};
-            if (::lstat(next.c_str(), &lst) != 0) return false;
-            if (S_ISLNK(lst.st_mode)) {
+            const Name& name = name_at(next);
+            if (!name.exists) return false;
+            if (name.link) {
                 if (++links > 40) return false;
-                char buf[4096];
-                ssize_t n = ::readlink(next.c_str(), buf, sizeof buf);
-                if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return false;
-                std::string t(buf, static_cast<size_t>(n));
+                const std::string& t = name.target;
                 if (t[0] == '/') cur = "/";
                 std::deque<std::string> more;
                 push_components(t, &more);
@@ -171,6 +168,33 @@ private:
         }
         *target = cur;
         return true;
+    }
+
+    /// What a canonical path names, from lstat(2) and readlink(2), cached.
+    struct Name {
+        bool exists = false;
+        bool link = false;
+        std::string target;  // links: the link text (never empty)
+    };
+    const Name& name_at(const std::string& path) {
+        auto it = names_.find(path);
+        if (it != names_.end()) return it->second;
+        Name n;
+        struct stat lst {};
+        if (::lstat(path.c_str(), &lst) == 0) {
+            n.exists = true;
+            if (S_ISLNK(lst.st_mode)) {
+                n.link = true;
+                char buf[4096];
+                ssize_t len = ::readlink(path.c_str(), buf, sizeof buf);
+                if (len > 0 && static_cast<size_t>(len) < sizeof buf) {
+                    n.target.assign(buf, static_cast<size_t>(len));
+                } else {
+                    n.exists = false;  // unreadable or too long a link: cannot be walked
+                }
+            }
+        }
+        return names_.emplace(path, std::move(n)).first->second;
     }
 
     static void push_components(const std::string& p, std::deque<std::string>* out) {
@@ -184,6 +208,7 @@ private:
     }
 
     std::map<std::string, Object> objects_;
+    std::map<std::string, Name> names_;
 };
 
 /// A regular file of one directory listing.
