@@ -1,6 +1,6 @@
 // `gguf-mount check SOURCE [--json] [--show-shards]`: prints what a mount of SOURCE would show
 // (gguf::build_catalog): every served file with its shards or pieces and its size, every
-// directory, and every problem. Exit status 0 when there is no problem, 1 otherwise, 2 for usage
+// directory, every problem, and every note (served narrower than its mode bits). Exit status 0 when there is no problem, 1 otherwise, 2 for usage
 // errors.
 #include <cstdio>
 #include <string>
@@ -22,8 +22,10 @@ const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
     "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
-    "made of, and every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
-    "link, unreadable directory), one line each. Nothing is mounted or written.\n"
+    "made of, the mode served (read bits only where every directory on the way lets that class\n"
+    "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
+    "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
+    "ACL on the way), one line each. Nothing is mounted or written.\n"
     "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error.\n";
 
 /// `path` relative to `source` when it lies under it, else unchanged.
@@ -79,6 +81,8 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
     for (const auto& d : c.directories) j["directories"].push_back({{"path", d.path}, {"mode", octal(d.attr.mode)}});
     j["problems"] = nlohmann::ordered_json::array();
     for (const auto& p : c.problems) j["problems"].push_back({{"path", p.path}, {"reason", p.reason}});
+    j["notes"] = nlohmann::ordered_json::array();
+    for (const auto& n : c.notes) j["notes"].push_back({{"path", n.path}, {"reason", n.reason}});
     return j;
 }
 
@@ -123,6 +127,11 @@ void print_text(const gguf::Catalog& c) {
     if (!c.problems.empty()) {
         std::printf("%zu problem%s:\n", c.problems.size(), c.problems.size() == 1 ? "" : "s");
         for (const auto& p : c.problems) std::printf("  %s: %s\n", p.path.c_str(), p.reason.c_str());
+    }
+    if (!c.notes.empty()) {
+        std::printf("%zu note%s (served, narrower than the mode bits say):\n", c.notes.size(),
+                    c.notes.size() == 1 ? "" : "s");
+        for (const auto& n : c.notes) std::printf("  %s: %s\n", n.path.c_str(), n.reason.c_str());
     }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
                 "%zu director%s, %zu problem(s)\n",

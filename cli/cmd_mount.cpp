@@ -233,6 +233,7 @@ int run_mount(int argc, char** argv) {
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
     for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
+    for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
     const size_t served = live.current()->file_count();
     if (served == 0) {

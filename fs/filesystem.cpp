@@ -103,6 +103,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
         if (d.path.empty()) root_dir = d;
     }
     root.attr = directory_stat(root_dir, kRootInode);
+    if (!root_dir.source.empty()) root.access_paths.push_back(root_dir.source);
     nodes.push_back(std::move(root));
 
     // Inode numbers are handed out in path order, directories and files together, so a fresh
@@ -128,6 +129,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
             n.fingerprint = kDirectoryFingerprint;
             n.ino = inodes.assign(n.path, n.fingerprint);
             n.attr = directory_stat(*item.dir, n.ino);
+            if (!item.dir->source.empty()) n.access_paths.push_back(item.dir->source);
         } else {
             const gguf::CatalogEntry& e = *item.entry;
             n.kind = e.kind;
@@ -145,6 +147,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
                 }
             }
             n.attr = entry_stat(e, n.ino);
+            n.access_paths = e.access_paths();
         }
         nodes.push_back(std::move(n));
     }

@@ -66,6 +66,10 @@ struct Node {
     std::shared_ptr<const gguf::VirtualFile> file;  // regular files: never null
     gguf::EntryKind kind = gguf::EntryKind::Companion;  // regular files
     std::string fingerprint;       // the content identity the inode number was assigned for
+    /// The source paths a direct reader would open (as reached from SOURCE): a file's parts
+    /// (gguf::CatalogEntry::access_paths), a directory's source directory; fs/ops.cpp checks
+    /// the caller's access on them. Empty for a directory the catalog gave no source.
+    std::vector<std::string> access_paths;
     std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
 };
 

@@ -27,7 +27,7 @@ std::string problem_key(const gguf::Problem& p) {
 LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
     : source_(std::move(source)), options_(options) {
     gguf::Catalog empty;
-    empty.directories.push_back(gguf::CatalogDirectory{"", {}});
+    empty.directories.push_back(gguf::CatalogDirectory{"", {}, {}});
     empty.directories.back().attr.mode = 0555;
     std::atomic_store(&current_, Snapshot::build(empty, inodes_, nullptr, nullptr));
 }
@@ -60,15 +60,19 @@ RescanResult LiveFilesystem::rescan() {
     std::atomic_store(&current_, std::shared_ptr<const Snapshot>(after));
 
     std::map<std::string, std::set<std::string>> now;
-    for (const auto& p : catalog.problems) {
-        std::string key = problem_key(p);
-        auto old = reported_.find(p.path);
-        bool seen = old != reported_.end() && old->second.count(key);
-        if (!seen) result.new_problems.push_back(p);
-        auto& keys = now[p.path];
-        if (old != reported_.end() && keys.empty()) keys = old->second;
-        keys.insert(std::move(key));
-    }
+    auto report_once = [&](const std::vector<gguf::Problem>& list, std::vector<gguf::Problem>* fresh) {
+        for (const auto& p : list) {
+            std::string key = problem_key(p);
+            auto old = reported_.find(p.path);
+            bool seen = old != reported_.end() && old->second.count(key);
+            if (!seen) fresh->push_back(p);
+            auto& keys = now[p.path];
+            if (old != reported_.end() && keys.empty()) keys = old->second;
+            keys.insert(std::move(key));
+        }
+    };
+    report_once(catalog.problems, &result.new_problems);
+    report_once(catalog.notes, &result.new_notes);
     reported_ = std::move(now);  // a path without a problem now is forgotten
     {
         std::lock_guard<std::mutex> lock(watched_mutex_);

@@ -27,6 +27,7 @@ namespace gguf_mount::fs {
 struct RescanResult {
     SnapshotChanges changes;             // for kernel cache invalidation and the log
     std::vector<gguf::Problem> new_problems;  // problems not reported by an earlier scan
+    std::vector<gguf::Problem> new_notes;     // catalog notes (narrowed access) not reported before
     std::vector<std::string> errors;     // entries left out because they could not be opened
 };
 
@@ -41,7 +42,8 @@ public:
     /// gives an empty root and a Problem. Problems are reported once: new_problems holds those
     /// whose masked reason (problem_key: long numbers masked, so a shard that keeps growing during a
     /// download is reported once) was not yet reported for their path while the path kept
-    /// having a problem; once a path scans clean it is forgotten. Never throws for
+    /// having a problem; once a path scans clean it is forgotten. Catalog notes (access
+    /// narrowed, rule 8) are reported once the same way, in new_notes. Never throws for
     /// problems in SOURCE; may throw std::bad_alloc.
     RescanResult rescan();
 

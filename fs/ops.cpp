@@ -28,6 +28,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "fs/access.hpp"
+
 namespace gguf_mount::fs {
 
 namespace {
@@ -106,6 +108,24 @@ void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t l
                  shard_len, shard_offset, why, of.path, offset, tail);
 }
 
+/// 0 when the caller of `req` may access `node`'s source paths with `mode` as a direct open
+/// would (fs/access.hpp), else the errno to reply. Always 0 unless c.check_callers. A caller
+/// whose supplementary groups cannot be read (it exited) is refused.
+int caller_access(fuse_req_t req, const Context& c, const Node& node, int mode) {
+    if (!c.check_callers) return 0;
+    const fuse_ctx* who = fuse_req_ctx(req);
+    if (who->uid == 0) return 0;  // access_as() answers uid 0 without a check
+    std::vector<gid_t> groups(64);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+        groups.resize(static_cast<size_t>(n));
+        n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    }
+    if (n < 0 || n > static_cast<int>(groups.size())) return EACCES;
+    groups.resize(static_cast<size_t>(n));
+    return access_as(who->uid, who->gid, groups, node.access_paths, mode);
+}
+
 void reply_entry(fuse_req_t req, Context& c, const Node& node) {
     fuse_entry_param e{};
     e.ino = node.ino;
@@ -181,6 +201,10 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
             fuse_reply_err(req, ENOTDIR);
             return;
         }
+        if (int e = dir ? caller_access(req, c, *dir, X_OK) : 0) {
+            fuse_reply_err(req, e);
+            return;
+        }
         if (const Node* node = dir ? snap->lookup(parent, name) : nullptr) {
             reply_entry(req, c, *node);
             return;
@@ -250,6 +274,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         }
         if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
             fuse_reply_err(req, EROFS);
+            return;
+        }
+        if (int e = caller_access(req, c, *node, R_OK)) {
+            fuse_reply_err(req, e);
             return;
         }
         auto of = std::make_unique<OpenFile>(OpenFile{node->file, node->path});
@@ -335,6 +363,10 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         }
         if (!node->directory) {
             fuse_reply_err(req, ENOTDIR);
+            return;
+        }
+        if (int e = caller_access(req, c, *node, R_OK)) {
+            fuse_reply_err(req, e);
             return;
         }
         auto od = std::make_unique<OpenDir>(OpenDir{std::move(snap), node});

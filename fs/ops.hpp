@@ -51,6 +51,9 @@ inline constexpr double kEntryTimeoutSeconds = 1.0;
 struct Context {
     LiveFilesystem* live = nullptr;
     WarningLimiter read_warnings;   // rate limit for "shard read failed" warnings
+    /// Check every open, opendir and lookup on the caller's own credentials (fs/access.hpp);
+    /// set when the daemon can switch credentials (can_switch_credentials()).
+    bool check_callers = false;
     /// Every fi->fh handed out by open/opendir and not yet released (guarded by
     /// handles_mutex; open and release only, never read). The kernel sends no RELEASE for
     /// handles still open when the session ends on a signal: free_open_handles() frees those.
@@ -64,7 +67,10 @@ void free_open_handles(Context& c) noexcept;
 
 /// The operation table to pass to fuse_session_new together with a Context*.
 /// Served: init, lookup, forget, forget_multi, getattr, open, read, release, opendir, readdir,
-/// releasedir, statfs. An open file's handle (fi->fh) holds the VirtualFile it was opened with,
+/// releasedir, statfs. With Context::check_callers, open (read on every part), opendir (read on
+/// the source directory) and lookup (search on the parent's source directory) first ask
+/// access_as() on the caller's uid, gid and groups and reply its errno (EACCES) when refused.
+/// An open file's handle (fi->fh) holds the VirtualFile it was opened with,
 /// so it keeps serving those bytes (or EIO) after SOURCE changed; an open directory's handle
 /// holds the snapshot it was opened in, so a listing is consistent across readdir calls.
 /// Every modifying operation (setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link,

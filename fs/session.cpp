@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "fs/access.hpp"
 #include "fs/ops.hpp"
 #include "fs/threads.hpp"
 
@@ -195,6 +196,13 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
 
     Context context;
     context.live = &live;
+    context.check_callers = can_switch_credentials();
+    if (context.check_callers) {
+        spdlog::info("{}: access is checked on each caller's own credentials (open, opendir, lookup)", mnt);
+    } else {
+        spdlog::info("{}: this daemon cannot switch to a caller's credentials (not root): access is judged from the "
+                     "served modes alone, narrowed by the directories on the way (README, Permissions)", mnt);
+    }
     const fuse_lowlevel_ops& ops = lowlevel_ops();
     std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&a.args, &ops, sizeof ops, &context));
     if (!se) {

@@ -48,6 +48,7 @@ void log_rescan(const RescanResult& r, const std::string& source) {
     for (const auto& p : r.changes.replaced) spdlog::info("{}: {} changed; serving its new content", source, p);
     for (const auto& p : r.changes.removed) spdlog::info("{}: no longer serving {}", source, p);
     for (const auto& p : r.new_problems) spdlog::error("{}", p.reason);
+    for (const auto& n : r.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", source, e);
 }
 

@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +42,174 @@ EntryAttributes directory_attributes(const struct stat& st) {
     a.ctime = st.st_ctim;
     return a;
 }
+
+/// Rule 8 on the file system: walks the paths an entry is reached through the way the kernel
+/// resolves them and narrows served modes to what every member of a class could open directly.
+/// Caches what it stats and reads, for one catalog build.
+class AccessJudge {
+public:
+    /// Narrows `attr` (owner, group and bits from the parts alone) of a file made of `parts`;
+    /// appends a note for `rel` when an ACL or a path that cannot be walked decides the mode.
+    void narrow_file(const std::string& rel, const std::vector<FilePart>& parts, EntryAttributes* attr,
+                     std::vector<Problem>* notes) {
+        std::vector<AccessCheck> checks;
+        std::string why;
+        for (const FilePart& p : parts) add_path(p.path, 4, &checks, &why);
+        finish(rel, classes_passing(attr->uid, attr->gid, checks), attr, &why, notes);
+        attr->mode &= 0444;
+    }
+
+    /// Narrows the attributes of the directory reached at `abs`: read and search bits per class.
+    void narrow_directory(const std::string& rel, const std::string& abs, EntryAttributes* attr,
+                          std::vector<Problem>* notes) {
+        std::vector<AccessCheck> read, search;
+        std::string why;
+        add_path(abs, 4, &read, &why);
+        add_path(abs, 1, &search, &why);
+        const mode_t r = classes_passing(attr->uid, attr->gid, read);
+        const mode_t x = classes_passing(attr->uid, attr->gid, search);
+        finish(rel.empty() ? "." : rel, r | (x >> 2), attr, &why, notes);
+        attr->mode &= 0555;
+    }
+
+private:
+    struct Object {
+        bool ok = false;
+        struct stat st {};
+        bool acl = false;
+    };
+
+    /// Appends the checks of opening `path`: search on every directory walked, `need` on the
+    /// object reached. Records in `*why` what makes the result not a plain mode-bit judgement.
+    void add_path(const std::string& path, unsigned need, std::vector<AccessCheck>* checks, std::string* why) {
+        std::vector<std::string> searched;
+        std::string target;
+        if (!walk(path, &searched, &target)) {
+            if (why->empty()) *why = path + ": its path cannot be walked (vanished or too many symlinks)";
+            checks->push_back(AccessCheck{0, 0, 0, false, need});  // nobody passes
+            return;
+        }
+        std::set<std::string> seen;
+        for (const std::string& d : searched) {
+            if (seen.insert(d).second) add_object(d, 1, checks, why);
+        }
+        add_object(target, need, checks, why);
+    }
+
+    void add_object(const std::string& canonical, unsigned need, std::vector<AccessCheck>* checks, std::string* why) {
+        auto it = objects_.find(canonical);
+        if (it == objects_.end()) {
+            Object o;
+            o.ok = ::stat(canonical.c_str(), &o.st) == 0;
+            if (o.ok) o.acl = ::getxattr(canonical.c_str(), "system.posix_acl_access", nullptr, 0) > 0;
+            it = objects_.emplace(canonical, o).first;
+        }
+        const Object& o = it->second;
+        if (!o.ok) {
+            if (why->empty()) *why = canonical + ": cannot be stat()ed";
+            checks->push_back(AccessCheck{0, 0, 0, false, need});
+            return;
+        }
+        if (o.acl && why->empty()) {
+            *why = canonical + " has a POSIX ACL (system.posix_acl_access), which mode bits cannot judge";
+        }
+        checks->push_back(AccessCheck{o.st.st_uid, o.st.st_gid, o.st.st_mode & 07777, o.acl, need});
+    }
+
+    static void finish(const std::string& rel, mode_t passing, EntryAttributes* attr, std::string* why,
+                       std::vector<Problem>* notes) {
+        // passing holds read-position bits (0444) for files; for directories r | x>>2 (0555).
+        attr->mode &= passing;
+        if (!why->empty()) {
+            char mode[8];
+            std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(attr->mode));
+            notes->push_back(Problem{rel, Error::one_line(*why + "; served with mode " + mode)});
+        }
+    }
+
+    /// The kernel's walk of `path` (made absolute against the working directory), following
+    /// every symlink: appends each directory a name is looked up in (canonical, no links) to
+    /// `*searched` and sets `*target` to the canonical object reached. False when a component
+    /// is missing or more than 40 links are followed (ELOOP).
+    bool walk(const std::string& path, std::vector<std::string>* searched, std::string* target) {
+        std::deque<std::string> todo;
+        std::string start = path;
+        if (start.empty() || start[0] != '/') {
+            char cwd[4096];
+            if (!::getcwd(cwd, sizeof cwd)) return false;
+            start = std::string(cwd) + "/" + start;
+        }
+        push_components(start, &todo);
+        std::string cur = "/";
+        unsigned links = 0;
+        while (!todo.empty()) {
+            std::string comp = std::move(todo.front());
+            todo.pop_front();
+            searched->push_back(cur);
+            if (comp == ".") continue;
+            if (comp == "..") {
+                size_t slash = cur.rfind('/');
+                cur = slash == 0 || slash == std::string::npos ? "/" : cur.substr(0, slash);
+                continue;
+            }
+            std::string next = cur == "/" ? "/" + comp : cur + "/" + comp;
+            const Name& name = name_at(next);
+            if (!name.exists) return false;
+            if (name.link) {
+                if (++links > 40) return false;
+                const std::string& t = name.target;
+                if (t[0] == '/') cur = "/";
+                std::deque<std::string> more;
+                push_components(t, &more);
+                todo.insert(todo.begin(), more.begin(), more.end());
+                continue;
+            }
+            cur = std::move(next);
+        }
+        *target = cur;
+        return true;
+    }
+
+    /// What a canonical path names, from lstat(2) and readlink(2), cached.
+    struct Name {
+        bool exists = false;
+        bool link = false;
+        std::string target;  // links: the link text (never empty)
+    };
+    const Name& name_at(const std::string& path) {
+        auto it = names_.find(path);
+        if (it != names_.end()) return it->second;
+        Name n;
+        struct stat lst {};
+        if (::lstat(path.c_str(), &lst) == 0) {
+            n.exists = true;
+            if (S_ISLNK(lst.st_mode)) {
+                n.link = true;
+                char buf[4096];
+                ssize_t len = ::readlink(path.c_str(), buf, sizeof buf);
+                if (len > 0 && static_cast<size_t>(len) < sizeof buf) {
+                    n.target.assign(buf, static_cast<size_t>(len));
+                } else {
+                    n.exists = false;  // unreadable or too long a link: cannot be walked
+                }
+            }
+        }
+        return names_.emplace(path, std::move(n)).first->second;
+    }
+
+    static void push_components(const std::string& p, std::deque<std::string>* out) {
+        size_t i = 0;
+        while (i < p.size()) {
+            size_t j = p.find('/', i);
+            if (j == std::string::npos) j = p.size();
+            if (j > i) out->push_back(p.substr(i, j - i));
+            i = j + 1;
+        }
+    }
+
+    std::map<std::string, Object> objects_;
+    std::map<std::string, Name> names_;
+};
 
 /// A regular file of one directory listing.
 struct Listed {
@@ -81,7 +252,7 @@ public:
     /// Walks directory `abs` shown at `rel` ("" for the root).
     void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
         ++directories_;
-        out_.directories.push_back(CatalogDirectory{rel, directory_attributes(st)});
+        add_directory(rel, abs, st);
         out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
 
@@ -117,7 +288,7 @@ public:
     void single_set(const std::string& path, const struct stat& dir_st) {
         const std::string dir = dir_name(path);
         const std::string base = base_name(path);
-        out_.directories.push_back(CatalogDirectory{"", directory_attributes(dir_st)});
+        add_directory("", dir, dir_st);
         out_.watched.push_back(WatchedPath{dir, true, true, dir_st});
         auto sn = parse_shard_name(base);
         if (!sn || sn->index != 1) {
@@ -141,6 +312,19 @@ private:
         ino_t ino;
         std::string rel;
     };
+
+    void add_directory(const std::string& rel, const std::string& abs, const struct stat& st) {
+        CatalogDirectory d{rel, directory_attributes(st), abs};
+        judge_.narrow_directory(rel, abs, &d.attr, &out_.notes);
+        out_.directories.push_back(std::move(d));
+    }
+
+    /// Rule 8 attributes of the file `rel` made of `parts`.
+    EntryAttributes attributes(const std::string& rel, const std::vector<FilePart>& parts) {
+        EntryAttributes a = file_attributes(parts);
+        judge_.narrow_file(rel, parts, &a, &out_.notes);
+        return a;
+    }
 
     void problem(const std::string& path, const std::string& reason) {
         out_.problems.push_back(Problem{path, Error::one_line(reason)});
@@ -362,7 +546,7 @@ private:
             }
             taken.emplace(c.name, first_path);
             c.entry.path = rp;
-            c.entry.attr = file_attributes(c.entry.parts());
+            c.entry.attr = attributes(rp, c.entry.parts());
             out_.entries.push_back(std::move(c.entry));
         }
         if (only_first) return;
@@ -379,7 +563,7 @@ private:
             lf.parts.push_back(f.part);
             e.layout = concatenation_layout(lf);
             e.members.push_back(std::move(lf));
-            e.attr = file_attributes(e.parts());
+            e.attr = attributes(e.path, e.parts());
             out_.entries.push_back(std::move(e));
         }
     }
@@ -388,6 +572,7 @@ private:
     Catalog& out_;
     std::vector<Ancestor> ancestors_;
     size_t directories_ = 0;
+    AccessJudge judge_;
 };
 
 }  // namespace
@@ -402,6 +587,31 @@ const char* entry_kind_name(EntryKind kind) noexcept {
     return "?";
 }
 
+namespace {
+
+/// classes_passing() of one check.
+mode_t classes_passing_one(uid_t uid, gid_t gid, const AccessCheck& c) noexcept {
+        const bool ow = (c.mode >> 6) & c.need, gr = (c.mode >> 3) & c.need, ot = c.mode & c.need;
+        const bool mine = c.uid == uid, our_group = c.gid == gid;
+        mode_t pass = 0;
+        if (c.acl) {
+            pass = mine && ow ? 0400 : 0;
+        } else {
+            if (mine ? ow : (gr && ot)) pass |= 0400;
+            if ((our_group ? gr : (gr && ot)) && (mine || ow)) pass |= 0040;
+            if (ot && (mine || ow) && (our_group || gr)) pass |= 0004;
+        }
+        return pass;
+}
+
+}  // namespace
+
+mode_t classes_passing(uid_t uid, gid_t gid, const std::vector<AccessCheck>& checks) noexcept {
+    mode_t out = 0444;
+    for (const AccessCheck& c : checks) out &= classes_passing_one(uid, gid, c);
+    return out;
+}
+
 EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
     EntryAttributes a;
     a.mode = 0444;
@@ -410,23 +620,22 @@ EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
     a.gid = parts.front().st.st_gid;
     a.mtime = parts.front().st.st_mtim;
     a.ctime = parts.front().st.st_ctim;
-    bool same_uid = true, same_gid = true;
-    mode_t all = 0444;  // read bits every part grants
+    mode_t passing = 0444;
     for (const FilePart& p : parts) {
-        all &= p.st.st_mode;
-        same_uid = same_uid && p.st.st_uid == a.uid;
-        same_gid = same_gid && p.st.st_gid == a.gid;
         if (later(p.st.st_mtim, a.mtime)) a.mtime = p.st.st_mtim;
         if (later(p.st.st_ctim, a.ctime)) a.ctime = p.st.st_ctim;
+        passing &= classes_passing_one(a.uid, a.gid, AccessCheck{p.st.st_uid, p.st.st_gid, p.st.st_mode & 07777, false, 4});
     }
-    // With one owner (group) the classes mean the same people in every part, so the AND of the
-    // bits is exact. With mixed owners (groups), the owner (group) class of the served file
-    // would name people who are another class in some part: grant it only when every part is
-    // readable by everyone, so mounting never lets anyone read bytes they cannot read directly.
-    const bool everyone = (all & 0444) == 0444;
-    a.mode = (all & 0004) | ((same_gid ? all : (everyone ? 0444 : 0)) & 0040) |
-             ((same_uid ? all : (everyone ? 0444 : 0)) & 0400);
+    a.mode = passing;
     return a;
+}
+
+std::vector<std::string> CatalogEntry::access_paths() const {
+    std::vector<std::string> out;
+    for (const LogicalFile& m : members) {
+        for (const FilePart& p : m.parts) out.push_back(p.path);
+    }
+    return out;
 }
 
 Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
@@ -450,8 +659,11 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
     auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
     std::sort(out.directories.begin(), out.directories.end(), by_path);
     std::sort(out.entries.begin(), out.entries.end(), by_path);
-    std::sort(out.problems.begin(), out.problems.end(),
-              [](const Problem& a, const Problem& b) { return std::tie(a.path, a.reason) < std::tie(b.path, b.reason); });
+    auto by_path_reason = [](const Problem& a, const Problem& b) {
+        return std::tie(a.path, a.reason) < std::tie(b.path, b.reason);
+    };
+    std::sort(out.problems.begin(), out.problems.end(), by_path_reason);
+    std::sort(out.notes.begin(), out.notes.end(), by_path_reason);
     return out;
 }
 

@@ -32,9 +32,17 @@
 //     wins; x-00001-of-00002.gguf beats x-00001-of-00003.gguf. Each loser is a Problem.
 //  7. Symlink loops (a directory that is its own ancestor), dangling links, unreadable
 //     directories and special files (FIFOs, sockets, devices) are Problems and never followed.
-//  8. Attributes never widen access: a file's mode is S_IFREG | the AND of its physical parts'
-//     permission bits & 0444, owner of the first part, newest mtime/ctime of the parts; a
-//     directory's mode is its source's permission bits & 0555.
+//  8. Attributes never widen access: a served mode grants a class (owner, group, other of the
+//     served uid:gid) read (and, for directories, search) only when every member of that class
+//     could open the source directly by the path it is reached through: read on every physical
+//     part, search on every directory the kernel walks to reach it (from / down, through every
+//     symlink: the path as reached and the resolved target, HF-cache links included), see
+//     classes_passing(). Owner and group are those of the first part; times the newest of the
+//     parts. Never write or execute bits on files. A POSIX ACL (system.posix_acl_access) on a
+//     part or a directory on the way cannot be judged from mode bits: such an entry is served
+//     owner-only, or mode 0000 when the served owner does not own every ACL'd object, and a
+//     Note says so. A path that cannot be walked (it vanished, too many links) is served 0000.
+
 #pragma once
 
 #include <sys/stat.h>
@@ -69,13 +77,37 @@ struct EntryAttributes {
     timespec ctime{};
 };
 
-/// Attributes of a file made of `parts` (rule 8): owner and group of the first part, newest
-/// mtime and ctime, and read bits only (never write or execute): the "other" bit when every part
-/// grants it; the group (owner) bit when every part grants it and all parts share the group
-/// (owner), or, for mixed groups (owners), only when every part is readable by everyone. So the
-/// served file is never readable by someone who cannot read every part directly.
-/// Examples: same owner 0644+0600 -> 0400; shard 1 nobody's 0600 + root's 0600 -> 0000.
-/// No parts: mode 0444, uid/gid 0, times 0.
+/// One permission check the kernel makes when a path is opened directly: `need` (4 read, 1
+/// search) on an object with owner `uid`, group `gid`, permission bits `mode`, and `acl` true
+/// when it carries a POSIX access ACL (its group bits are then only the ACL mask).
+struct AccessCheck {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    mode_t mode = 0;
+    bool acl = false;
+    unsigned need = 4;
+};
+
+/// The classes of a file served as `uid`:`gid` whose every member passes every check in
+/// `checks` (rule 8), as read bits: 0400 owner, 0040 group, 0004 other. Group membership is not
+/// known statically, so a class passes an object only when each way its members can match it
+/// grants `need`: the served owner passes an object owned by someone else only if both its group
+/// and other bits grant; the served group passes only if the object's owner bit grants (unless
+/// the object's owner is the served owner) and its group bit grants (and, for another group,
+/// its other bit too); "other" needs the object's other bit, and its owner and group bits unless
+/// those name the served owner or group. An object with an ACL passes the served owner only
+/// when owned by it (the ACL's owner entry is the owner bits), never group or other. Root's
+/// capabilities are not modelled. No checks: 0444.
+/// Examples (served 0:0): {0:0 0644 read} -> 0444; {0:0 0700 search} -> 0400;
+/// {65534:0 0640 read} -> 0040 (the served owner may or may not be in group 0: needs group and
+/// other bits); {0:0 0644 read, 0:0 0755 search, 1000:1000 0700 search} -> 0000.
+mode_t classes_passing(uid_t uid, gid_t gid, const std::vector<AccessCheck>& checks) noexcept;
+
+/// Attributes of a file made of `parts` judged on the parts' own bits only (rule 8 without the
+/// directories on the way): owner and group of the first part, newest mtime and ctime, mode =
+/// classes_passing() of a read check on every part. So the served file is never readable by
+/// someone who cannot read every part. Examples: same owner 0644+0600 -> 0400; shard 1
+/// nobody's 0600 + root's 0600 -> 0000. No parts: mode 0444, uid/gid 0, times 0.
 EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept;
 
 /// One file of the mount.
@@ -91,12 +123,16 @@ struct CatalogEntry {
     uint64_t size() const noexcept { return layout.size(); }
     /// The physical files, in the order the layout's Source extents number them.
     std::vector<FilePart> parts() const { return flattened_parts(members); }
+    /// The paths a direct reader opens to read this entry: every part's path as reached from
+    /// SOURCE (links not resolved), in parts() order. fs/ checks the caller's access on these.
+    std::vector<std::string> access_paths() const;
 };
 
 /// One directory of the mount. The root is path "".
 struct CatalogDirectory {
     std::string path;
     EntryAttributes attr;
+    std::string source;  // the source directory as reached from SOURCE (links not resolved)
 };
 
 /// Something in SOURCE that is not shown, and why. `path` is the name it would have in the
@@ -128,6 +164,9 @@ struct Catalog {
     std::vector<CatalogDirectory> directories;
     std::vector<CatalogEntry> entries;
     std::vector<Problem> problems;
+    /// Entries that are served, but more narrowly than their mode bits say (rule 8: POSIX ACLs,
+    /// paths that cannot be walked); same shape as problems, sorted the same way.
+    std::vector<Problem> notes;
     std::vector<WatchedPath> watched;
 };
 

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev nlohmann-json3-dev libssl-dev help2man
   libcurl4-openssl-dev libxml2-dev
   nginx-light openssl python3
+  acl  # setfacl: the POSIX ACL permission tests (skipped without it)
 )
 
 missing=()

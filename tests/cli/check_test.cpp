@@ -100,6 +100,39 @@ TEST(CliCheck, ShowShardsListsShardFiles) {
     EXPECT_EQ(shards, 9u);  // 7 shard files and 2 byte pieces
 }
 
+TEST(CliCheck, ModesAreNarrowedByTheDirectoriesOnTheWayAndAclsAreNoted) {
+    TempDir root;
+    const std::string src = root / "src", closed = root / "closed";
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(closed.c_str(), 0755), 0);
+    gguf_test::write_file(closed + "/secret.txt", "secret");
+    ASSERT_EQ(::chmod((closed + "/secret.txt").c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../closed/secret.txt", (src + "/secret.txt").c_str()), 0);
+    ASSERT_EQ(::chmod(closed.c_str(), 0700), 0);
+    gguf_test::write_file(src + "/acl.txt", "acl");
+    ASSERT_EQ(::chmod((src + "/acl.txt").c_str(), 0644), 0);
+    auto acl = gguf_test::run({"/bin/sh", "-c", "command -v setfacl >/dev/null && setfacl -m u:65534:--- '" + src +
+                                                    "/acl.txt'"});
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", src});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // narrowed, still served: no problem
+    EXPECT_NE(r.out.find("secret.txt: companion, 6 bytes, mode 0400\n"), std::string::npos) << r.out;
+    auto j = gguf_test::run({gguf_test::gguf_mount_binary(), "check", "--json", src});
+    auto json = nlohmann::json::parse(j.out);
+    ASSERT_TRUE(json["notes"].is_array()) << j.out;
+    if (acl.exit_code != 0) {
+        EXPECT_TRUE(json["notes"].empty()) << j.out;
+        GTEST_SKIP() << "setfacl (apt package acl) missing or ACLs unsupported: the ACL half was not run";
+    }
+    EXPECT_NE(r.out.find("acl.txt: companion, 3 bytes, mode 0400\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 note (served, narrower than the mode bits say):\n  acl.txt: " + src +
+                         "/acl.txt has a POSIX ACL (system.posix_acl_access), which mode bits cannot judge; served "
+                         "with mode 0400\n"),
+              std::string::npos) << r.out;
+    ASSERT_EQ(json["notes"].size(), 1u) << j.out;
+    EXPECT_EQ(json["notes"][0]["path"], "acl.txt");
+    ASSERT_EQ(::chmod(closed.c_str(), 0755), 0);
+}
+
 TEST(CliCheck, UsageAndMissingSource) {
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check"});
     EXPECT_EQ(r.exit_code, 2);

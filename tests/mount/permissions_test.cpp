@@ -4,8 +4,11 @@
 //  - without -o allow_other no other user can even stat the mount (EACCES from FUSE);
 //  - with -o allow_other another user reads exactly what the shards let them read: a merged
 //    file carries the owner and group of its first shard and the most restrictive permission
-//    bits of all its shards, without write or execute bits, and the kernel enforces them
-//    (default_permissions);
+//    bits of all its shards, without write or execute bits, narrowed by every directory on the
+//    way to each shard (links followed, from / down), and the kernel enforces them
+//    (default_permissions); the root daemon also checks each open, opendir and lookup on the
+//    caller's own credentials (issue 14.1: links into 0700 directories, nested 0700 folders,
+//    directory links out of SOURCE, HF-cache blobs, one closed shard, POSIX ACLs);
 //  - nothing but the merged files is reachable through the mount ("..", shard names, other files
 //    of SOURCE, names below a file).
 // The other user is uid/gid 65534 (nobody/nogroup), in a forked child that drops privileges.
@@ -14,6 +17,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -25,6 +29,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,11 +49,11 @@ constexpr int kDropFailed = -1000;
 constexpr int kTimedOut = -1001;
 constexpr int kWrongBytes = -1002;
 
-/// Runs `fn` in a forked child whose uid and gid are `uid`/`gid`, with no supplementary groups,
-/// and returns what it returned: 0 for success or an errno value (or kWrongBytes). Returns
+/// Runs `fn` in a forked child whose uid and gid are `uid`/`gid`, with the supplementary groups
+/// `groups` (none by default), and returns what it returned: 0 for success or an errno value (or kWrongBytes). Returns
 /// kDropFailed if the child could not switch users, kTimedOut (after killing it) if it did not
 /// answer within 20 s. Only async-signal-safe work and plain file I/O happen in the child.
-int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn) {
+int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn, const std::vector<gid_t>& groups = {}) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return kDropFailed;
     pid_t pid = ::fork();
@@ -56,7 +61,7 @@ int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn) {
     if (pid == 0) {
         ::close(p[0]);
         int r = kDropFailed;
-        if (::setgroups(0, nullptr) == 0 && ::setgid(gid) == 0 && ::setuid(uid) == 0 && ::geteuid() == uid &&
+        if (::setgroups(groups.size(), groups.empty() ? nullptr : groups.data()) == 0 && ::setgid(gid) == 0 && ::setuid(uid) == 0 && ::geteuid() == uid &&
             ::getegid() == gid) {
             r = fn();
         }
@@ -118,6 +123,36 @@ int read_equals(const std::string& path, const std::string& want) {
     return r;
 }
 
+/// Maps all of `path` (MAP_SHARED, as llama.cpp does) and compares it with `want`: 0 when equal,
+/// kWrongBytes when not, errno when open, fstat or mmap fails.
+int mmap_equals(const std::string& path, const std::string& want) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    struct stat st {};
+    int r = 0;
+    if (::fstat(fd, &st) != 0) {
+        r = errno;
+    } else if (static_cast<size_t>(st.st_size) != want.size() || want.empty()) {
+        r = kWrongBytes;
+    } else {
+        void* p = ::mmap(nullptr, want.size(), PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            r = errno;
+        } else {
+            r = std::memcmp(p, want.data(), want.size()) == 0 ? 0 : kWrongBytes;
+            ::munmap(p, want.size());
+        }
+    }
+    ::close(fd);
+    return r;
+}
+
+/// The permission bits `path` stats with, or -1.
+int mode_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
 std::string errno_name(int e) {
     if (e == 0) return "success";
     if (e == kDropFailed) return "could not switch user";
@@ -167,6 +202,23 @@ protected:
             ASSERT_EQ(::chown(to.c_str(), first && uid_of_first != static_cast<uid_t>(-1) ? uid_of_first : uid, gid), 0);
             ASSERT_EQ(::chmod(to.c_str(), first && mode_of_first ? mode_of_first : mode), 0);
         }
+    }
+
+    /// Copies the kvzoo/t7 shards into `dir` (0644) and links each as src_/LINKDIR/PREFIX-0000k...
+    /// with `target_prefix` + shard name as the link text (relative to the link's directory).
+    void link_kvzoo(const std::string& dir, const std::string& link_dir, const std::string& target_prefix) {
+        for (int i = 1; i <= 7; ++i) {
+            const std::string shard = mount_test::kvzoo_shard(i);
+            gguf_test::copy_file(fixture("kvzoo/t7/" + shard), dir + "/" + shard);
+            ASSERT_EQ(::chmod((dir + "/" + shard).c_str(), 0644), 0);
+            ASSERT_EQ(::symlink((target_prefix + shard).c_str(), (link_dir + "/" + shard).c_str()), 0);
+        }
+    }
+
+    /// Asserts that uid 65534 cannot open `path` directly (so the mount must refuse it too).
+    void expect_nobody_cannot_read_directly(const std::string& path) {
+        EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(path, O_RDONLY); }), EACCES)
+            << path << ": the test's premise fails: uid " << kNobody << " can open it directly";
     }
 
     std::string data_;  // the parent of SOURCE
@@ -297,13 +349,9 @@ TEST_F(Permissions, WithAllowOtherAnotherUserReadsExactlyWhatTheShardsAllow) {
     EXPECT_EQ(daemon_.stop(mnt_), 0);
 }
 
-// Known gap (fs/filesystem.cpp file_attributes, owned by the fs/ rewrite): the merged file takes
-// the owner of the FIRST shard and the AND of all modes. When shard 1 belongs to user U and a
-// later shard belongs to someone else with mode 0600, U can read the merged file (owner bit
-// 0400 and uid U) although U cannot read that shard directly: access is widened. Enable this
-// test once the attributes account for differing owners (e.g. owner bits only from shards
-// owned by the same uid, group bits only from shards of the same gid, otherwise the
-// more restrictive class).
+// Shard 1 belongs to user U and a later shard to someone else with mode 0600: U must not read
+// the merged file (catalog rule 8: the owner class passes another owner's shard only through
+// its group and other bits).
 TEST_F(Permissions, MixedOwnersNeverWidenAccess) {
     add_set("kvzoo/t7", "mixed", 0, 0, 0600, 0600, kNobody);  // shard 1 nobody's, the rest root's 0600
     ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/mixed-00002-of-00007.gguf", O_RDONLY); }),
@@ -311,6 +359,199 @@ TEST_F(Permissions, MixedOwnersNeverWidenAccess) {
     ASSERT_TRUE(mount({"-o", "allow_other"}));
     int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/mixed.gguf", O_RDONLY); });
     EXPECT_EQ(r, EACCES) << "uid " << kNobody << " reads, through the mount, shards it cannot read directly";
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+// Issue 14.1: a link in SOURCE to a world-readable file inside a directory only its owner may
+// enter (0700) was served 0444 and read by another user. Now it is served owner-only and the
+// daemon refuses the open on the caller's credentials; what the user may read still reads.
+TEST_F(Permissions, LinkIntoAnOwnerOnlyDirectoryIsNotReadThroughTheMount) {
+    const std::string priv = data_ + "/private";
+    ASSERT_EQ(::mkdir(priv.c_str(), 0755), 0);
+    gguf_test::write_file(priv + "/secret.txt", "top secret");
+    ASSERT_EQ(::chmod((priv + "/secret.txt").c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../private/secret.txt", (src_ + "/secret.txt").c_str()), 0);
+    link_kvzoo(priv, src_, "../private/");
+    add_set("kvzoo/t7", "open", 0, 0, 0644);
+    ASSERT_EQ(::chmod(priv.c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(src_ + "/secret.txt");
+    expect_nobody_cannot_read_directly(src_ + "/" + mount_test::kvzoo_shard(1));
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(mode_of(mnt_ + "/secret.txt"), 0400);
+    EXPECT_EQ(mode_of(mnt_ + "/kvzoo.gguf"), 0400);
+    EXPECT_EQ(mode_of(mnt_ + "/open.gguf"), 0444);
+    for (const char* name : {"secret.txt", "kvzoo.gguf"}) {
+        const std::string path = mnt_ + "/" + name;
+        int r = as_user(kNobody, kNogroup, [&] { return open_errno(path, O_RDONLY); });
+        EXPECT_EQ(r, EACCES) << name << ": " << errno_name(r);
+    }
+    // Positive: the owner (root) reads it, the other user still reads (and maps) what it may.
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/secret.txt"), "top secret");
+    EXPECT_EQ(read_equals(mnt_ + "/kvzoo.gguf", kvzoo_reference()), 0);
+    const std::string kvzoo = kvzoo_reference();
+    int r = as_user(kNobody, kNogroup, [&] { return mmap_equals(mnt_ + "/open.gguf", kvzoo); });
+    EXPECT_EQ(r, 0) << errno_name(r);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, NestedOwnerOnlyFolderInsideSourceIsNotReadThroughTheMount) {
+    const std::string priv = src_ + "/private";
+    ASSERT_EQ(::mkdir(priv.c_str(), 0755), 0);
+    mount_test::copy_kvzoo(priv);
+    gguf_test::write_file(priv + "/notes.txt", "private notes");
+    for (const auto& n : list_dir(priv)) ASSERT_EQ(::chmod((priv + "/" + n).c_str(), 0644), 0);
+    ASSERT_EQ(::chmod(priv.c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(priv + "/notes.txt");
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(mode_of(mnt_ + "/private"), 0500);
+    EXPECT_EQ(mode_of(mnt_ + "/private/kvzoo.gguf"), 0400);
+    EXPECT_EQ(mode_of(mnt_ + "/private/notes.txt"), 0400);
+    for (const char* name : {"private/kvzoo.gguf", "private/notes.txt"}) {
+        int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/" + name, O_RDONLY); });
+        EXPECT_EQ(r, EACCES) << name << ": " << errno_name(r);
+    }
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/private", O_RDONLY | O_DIRECTORY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    EXPECT_EQ(read_equals(mnt_ + "/private/kvzoo.gguf", kvzoo_reference()), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, DirectoryLinkOutOfSourceThroughAClosedDirectoryIsNotReadable) {
+    const std::string closed = data_ + "/closed";
+    ASSERT_EQ(::mkdir(closed.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((closed + "/models").c_str(), 0755), 0);
+    mount_test::copy_kvzoo(closed + "/models");
+    for (const auto& n : list_dir(closed + "/models")) ASSERT_EQ(::chmod((closed + "/models/" + n).c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../closed/models", (src_ + "/models").c_str()), 0);
+    ASSERT_EQ(::chmod(closed.c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(src_ + "/models/" + mount_test::kvzoo_shard(1));
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(mode_of(mnt_ + "/models"), 0500);
+    EXPECT_EQ(mode_of(mnt_ + "/models/kvzoo.gguf"), 0400);
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/models/kvzoo.gguf", O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/models", O_RDONLY | O_DIRECTORY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    EXPECT_EQ(read_equals(mnt_ + "/models/kvzoo.gguf", kvzoo_reference()), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, HuggingFaceCacheWithAClosedBlobsDirectoryIsNotReadable) {
+    // Two repos of the HF cache layout: snapshots/<rev>/x-0000k-of-00007.gguf -> ../../blobs/<sha>.
+    for (const char* repo : {"models--closed", "models--open"}) {
+        const std::string r = src_ + "/" + repo;
+        for (const char* d : {"", "/blobs", "/snapshots", "/snapshots/rev"}) {
+            ASSERT_EQ(::mkdir((r + d).c_str(), 0755), 0);
+        }
+        link_kvzoo(r + "/blobs", r + "/snapshots/rev", "../../blobs/");
+    }
+    ASSERT_EQ(::chmod((src_ + "/models--closed/blobs").c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(src_ + "/models--closed/snapshots/rev/" + mount_test::kvzoo_shard(2));
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    const std::string closed = mnt_ + "/models--closed/snapshots/rev/kvzoo.gguf";
+    const std::string open = mnt_ + "/models--open/snapshots/rev/kvzoo.gguf";
+    EXPECT_EQ(mode_of(closed), 0400);
+    EXPECT_EQ(mode_of(open), 0444);
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(closed, O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    const std::string kvzoo = kvzoo_reference();
+    r = as_user(kNobody, kNogroup, [&] { return read_equals(open, kvzoo); });
+    EXPECT_EQ(r, 0) << errno_name(r);
+    r = as_user(kNobody, kNogroup, [&] { return mmap_equals(open, kvzoo); });
+    EXPECT_EQ(r, 0) << errno_name(r);
+    EXPECT_EQ(read_equals(closed, kvzoo), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, MergedSetWithOneShardBehindAClosedDirectoryIsNotReadable) {
+    const std::string closed = data_ + "/closed";
+    ASSERT_EQ(::mkdir(closed.c_str(), 0755), 0);
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);
+    const std::string last = mount_test::kvzoo_shard(7);
+    ASSERT_EQ(::rename((src_ + "/" + last).c_str(), (closed + "/" + last).c_str()), 0);
+    ASSERT_EQ(::symlink(("../closed/" + last).c_str(), (src_ + "/" + last).c_str()), 0);
+    ASSERT_EQ(::chmod(closed.c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(src_ + "/" + last);
+    ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return open_errno(src_ + "/" + mount_test::kvzoo_shard(6), O_RDONLY); }),
+              0);
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(mode_of(mnt_ + "/kvzoo.gguf"), 0400);
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/kvzoo.gguf", O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    EXPECT_EQ(read_equals(mnt_ + "/kvzoo.gguf", kvzoo_reference()), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+TEST_F(Permissions, PosixAclDenyingAUserIsHonoured) {
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);
+    auto r = gguf_test::run({"/bin/sh", "-c", "command -v setfacl >/dev/null && setfacl -m u:" + std::to_string(kNobody) +
+                                                  ":--- '" + src_ + "/" + mount_test::kvzoo_shard(3) + "'"});
+    if (r.exit_code != 0) GTEST_SKIP() << "setfacl (apt package acl) missing or ACLs unsupported: " << r.out << r.err;
+    expect_nobody_cannot_read_directly(src_ + "/" + mount_test::kvzoo_shard(3));
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    EXPECT_EQ(mode_of(mnt_ + "/kvzoo.gguf"), 0400);
+    int e = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_ + "/kvzoo.gguf", O_RDONLY); });
+    EXPECT_EQ(e, EACCES) << errno_name(e);
+    EXPECT_EQ(read_equals(mnt_ + "/kvzoo.gguf", kvzoo_reference()), 0);
+    EXPECT_EQ(mount_test::lines_with(log(), "has a POSIX ACL").size(), 1u) << log();
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+// What the served modes cannot know (a directory above SOURCE closed after mounting: nothing
+// watches it) the root daemon still refuses, because it asks on the caller's credentials.
+TEST_F(Permissions, OpenIsCheckedOnTheCallersCredentials) {
+    add_set("kvzoo/t7", "kvzoo", 0, 0, 0644);
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+    const std::string f = mnt_ + "/kvzoo.gguf";
+    const std::string kvzoo = kvzoo_reference();
+    ASSERT_EQ(as_user(kNobody, kNogroup, [&] { return read_equals(f, kvzoo); }), 0);
+    ASSERT_EQ(::chmod(data_.c_str(), 0700), 0);
+    expect_nobody_cannot_read_directly(src_ + "/" + mount_test::kvzoo_shard(1));
+    EXPECT_EQ(mode_of(f), 0444);  // stale: nothing told the mount
+    int r = as_user(kNobody, kNogroup, [&] { return open_errno(f, O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    r = as_user(kNobody, kNogroup, [&] { return open_errno(mnt_, O_RDONLY | O_DIRECTORY); });
+    EXPECT_EQ(r, EACCES) << errno_name(r);
+    ASSERT_EQ(::chmod(data_.c_str(), 0755), 0);
+    EXPECT_EQ(as_user(kNobody, kNogroup, [&] { return read_equals(f, kvzoo); }), 0);
+    EXPECT_EQ(daemon_.stop(mnt_), 0);
+}
+
+// Positive: a user allowed only through a group (its primary group, or a supplementary one)
+// still reads byte-exact: the daemon checks with the caller's fsgid and groups, not with none.
+TEST_F(Permissions, GroupMembersStillReadThroughPrimaryAndSupplementaryGroups) {
+    const std::string team = src_ + "/team";
+    ASSERT_EQ(::mkdir(team.c_str(), 0755), 0);
+    mount_test::copy_kvzoo(team);
+    for (const auto& n : list_dir(team)) {
+        ASSERT_EQ(::chown((team + "/" + n).c_str(), 0, kNogroup), 0);
+        ASSERT_EQ(::chmod((team + "/" + n).c_str(), 0640), 0);
+    }
+    ASSERT_EQ(::chown(team.c_str(), 0, kNogroup), 0);
+    ASSERT_EQ(::chmod(team.c_str(), 0750), 0);
+    constexpr uid_t kOther = 4321;
+    constexpr gid_t kOtherGroup = 4321;
+    ASSERT_EQ(as_user(kOther, kOtherGroup, [&] { return open_errno(team + "/" + mount_test::kvzoo_shard(1), O_RDONLY); },
+                      {kNogroup}),
+              0);
+    ASSERT_TRUE(mount({"-o", "allow_other"}));
+
+    const std::string f = mnt_ + "/team/kvzoo.gguf";
+    EXPECT_EQ(mode_of(mnt_ + "/team"), 0550);
+    EXPECT_EQ(mode_of(f), 0440);
+    const std::string kvzoo = kvzoo_reference();
+    int r = as_user(kNobody, kNogroup, [&] { return mmap_equals(f, kvzoo); });
+    EXPECT_EQ(r, 0) << "primary group: " << errno_name(r);
+    r = as_user(kOther, kOtherGroup, [&] { return read_equals(f, kvzoo); }, {kNogroup});
+    EXPECT_EQ(r, 0) << "supplementary group: " << errno_name(r);
+    r = as_user(kOther, kOtherGroup, [&] { return open_errno(f, O_RDONLY); });
+    EXPECT_EQ(r, EACCES) << "no group: " << errno_name(r);
     EXPECT_EQ(daemon_.stop(mnt_), 0);
 }
 

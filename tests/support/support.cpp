@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,6 +96,9 @@ TempDir::TempDir() {
         return;
     }
     path_ = buf.data();
+    // mkdtemp makes it 0700; served modes are narrowed by every directory on the way (catalog
+    // rule 8), so a test about a source's own bits needs a tree everyone may search.
+    if (::chmod(path_.c_str(), 0755) != 0) ADD_FAILURE() << path_ << ": chmod 0755 failed: " << std::strerror(errno);
 }
 
 TempDir::~TempDir() {

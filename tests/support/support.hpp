@@ -23,7 +23,7 @@ std::string sha256_hex(const std::string& bytes);
 /// Lowercase hex sha256 of a file's content, streamed in 1 MiB chunks.
 std::string sha256_file(const std::string& path);
 
-/// A fresh directory under $TMPDIR (or /tmp), removed recursively on destruction.
+/// A fresh directory under $TMPDIR (or /tmp), mode 0755, removed recursively on destruction.
 class TempDir {
 public:
     TempDir();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -272,7 +273,8 @@ TEST(Catalog, AttributesNeverWidenAccess) {
     auto c = gguf::build_catalog(src.path());
     const auto* e = find(c, "d/kvzoo.gguf");
     ASSERT_NE(e, nullptr);
-    EXPECT_EQ(e->attr.mode, 0404u);
+    // Shard 4 (0604) denies the group; d (0750) denies "other" the search (rule 8).
+    EXPECT_EQ(e->attr.mode, 0400u);
     EXPECT_EQ(e->attr.uid, ::getuid());
     EXPECT_EQ(e->attr.mtime.tv_sec, 2000000000);
     EXPECT_EQ(e->attr.mtime.tv_nsec, 5);
@@ -280,6 +282,108 @@ TEST(Catalog, AttributesNeverWidenAccess) {
     ASSERT_EQ(c.directories.size(), 2u);
     EXPECT_EQ(c.directories[1].attr.mode, 0550u);
     ASSERT_EQ(::chmod((src / "d").c_str(), 0755), 0);
+}
+
+TEST(Catalog, ClassesPassingOnlyWhenEveryWayAMemberCanMatchGrants) {
+    using gguf::AccessCheck;
+    using gguf::classes_passing;
+    constexpr unsigned R = 4, X = 1;
+    EXPECT_EQ(classes_passing(0, 0, {}), 0444u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{0, 0, 0644, false, R}}), 0444u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{0, 0, 0644, false, R}, AccessCheck{0, 0, 0700, false, X}}), 0400u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{0, 0, 0644, false, R}, AccessCheck{0, 0, 0710, false, X}}), 0440u);
+    // Another user's 0640 file: the served owner may or may not be in its group.
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{65534, 0, 0640, false, R}}), 0040u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{65534, 0, 0644, false, R}}), 0444u);
+    // A directory of another owner and group, 0705: its group members (some of ours, maybe)
+    // cannot search it, so neither the served owner nor the served group pass.
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{1000, 1000, 0705, false, X}}), 0000u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{1000, 1000, 0755, false, X}}), 0444u);
+    // The object's owner (1000, maybe in group 0) is denied by its owner bits: only the served
+    // owner, who is not the object's owner, passes through group and other bits.
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{1000, 0, 0044, false, R}}), 0400u);
+    // An ACL'd object: only its own owner is judged (by the owner bits).
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{0, 0, 0755, true, X}}), 0400u);
+    EXPECT_EQ(classes_passing(0, 0, {AccessCheck{1000, 0, 0755, true, X}}), 0000u);
+}
+
+TEST(Catalog, DirectoriesOnTheWayNarrowModesThroughEveryKindOfLink) {
+    TempDir root;
+    const std::string src = root / "src";
+    mkdirs(src);
+    mkdirs(root / "closed");
+    mkdirs(root / "closed/open");
+    gguf_test::write_file(root / "closed/secret.txt", "secret");
+    gguf_test::write_file(root / "closed/open/inner.txt", "inner");
+    ASSERT_EQ(::chmod((root / "closed/secret.txt").c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../closed/secret.txt", (src + "/link.txt").c_str()), 0);    // a file link out
+    ASSERT_EQ(::symlink("../closed/open", (src + "/outdir").c_str()), 0);            // a directory link out
+    mkdirs(src + "/private");
+    gguf_test::write_file(src + "/private/p.txt", "p");
+    gguf_test::write_file(src + "/plain.txt", "plain");
+    // HF cache: snapshots/<rev>/x -> ../../blobs/<sha>, with the blobs directory 0700.
+    mkdirs(src + "/hf");
+    mkdirs(src + "/hf/blobs");
+    mkdirs(src + "/hf/snapshots");
+    mkdirs(src + "/hf/snapshots/rev");
+    for (int i = 1; i <= 7; ++i) {
+        const std::string blob = "sha" + std::to_string(i);
+        gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), src + "/hf/blobs/" + blob);
+        ASSERT_EQ(::chmod((src + "/hf/blobs/" + blob).c_str(), 0644), 0);
+        ASSERT_EQ(::symlink(("../../blobs/" + blob).c_str(), (src + "/hf/snapshots/rev/" + kvzoo_shard(i)).c_str()), 0);
+    }
+    // A byte-split file whose second piece is a link into ROOT/closed.
+    gguf_test::cut_file(fixture("tiny-llama/tiny-llama.gguf"), {src + "/tiny.gguf.part1of2", root / "closed/piece2"});
+    ASSERT_EQ(::chmod((src + "/tiny.gguf.part1of2").c_str(), 0644), 0);
+    ASSERT_EQ(::chmod((root / "closed/piece2").c_str(), 0644), 0);
+    ASSERT_EQ(::symlink("../closed/piece2", (src + "/tiny.gguf.part2of2").c_str()), 0);
+    ASSERT_EQ(::chmod((root / "closed").c_str(), 0700), 0);
+    ASSERT_EQ(::chmod((src + "/private").c_str(), 0700), 0);
+    ASSERT_EQ(::chmod((src + "/hf/blobs").c_str(), 0700), 0);
+
+    auto c = gguf::build_catalog(src);
+    EXPECT_TRUE(c.problems.empty()) << problems_text(c);
+    EXPECT_TRUE(c.notes.empty());
+    auto mode_of = [&](const std::string& path) -> int {
+        const auto* e = find(c, path);
+        return e ? static_cast<int>(e->attr.mode) : -1;
+    };
+    EXPECT_EQ(mode_of("plain.txt"), 0444);
+    EXPECT_EQ(mode_of("link.txt"), 0400);           // ROOT/closed is 0700
+    EXPECT_EQ(mode_of("outdir/inner.txt"), 0400);   // reached through ROOT/closed
+    EXPECT_EQ(mode_of("private/p.txt"), 0400);      // SOURCE/private is 0700
+    EXPECT_EQ(mode_of("hf/snapshots/rev/kvzoo.gguf"), 0400);  // the blobs directory is 0700
+    EXPECT_EQ(mode_of("tiny.gguf"), 0400);          // one piece behind ROOT/closed
+    std::map<std::string, mode_t> dirs;
+    for (const auto& d : c.directories) dirs[d.path] = d.attr.mode;
+    EXPECT_EQ(dirs["outdir"], 0500u);  // itself 0755, but behind ROOT/closed
+    EXPECT_EQ(dirs["private"], 0500u);
+    EXPECT_EQ(dirs["hf/blobs"], 0500u);
+    EXPECT_EQ(dirs["hf/snapshots/rev"], 0555u);
+    // The source paths a direct reader opens: the link names, not their targets.
+    ASSERT_NE(find(c, "link.txt"), nullptr);
+    EXPECT_EQ(find(c, "link.txt")->access_paths(), std::vector<std::string>{src + "/link.txt"});
+    ASSERT_EQ(::chmod((root / "closed").c_str(), 0755), 0);
+}
+
+TEST(Catalog, PosixAclOnTheWayServesOwnerOnlyWithANote) {
+    TempDir root;
+    const std::string src = root / "src";
+    mkdirs(src);
+    gguf_test::write_file(src + "/a.txt", "a");
+    gguf_test::write_file(src + "/b.txt", "b");
+    ASSERT_EQ(::chmod((src + "/a.txt").c_str(), 0644), 0);
+    auto r = gguf_test::run({"/bin/sh", "-c", "command -v setfacl >/dev/null && setfacl -m u:65534:--- '" + src + "/a.txt'"});
+    if (r.exit_code != 0) GTEST_SKIP() << "setfacl (apt package acl) missing or ACLs unsupported here: " << r.err;
+    auto c = gguf::build_catalog(src);
+    ASSERT_NE(find(c, "a.txt"), nullptr);
+    EXPECT_EQ(find(c, "a.txt")->attr.mode, 0400u);
+    EXPECT_EQ(find(c, "b.txt")->attr.mode, 0444u);
+    ASSERT_EQ(c.notes.size(), 1u);
+    EXPECT_EQ(c.notes[0].path, "a.txt");
+    EXPECT_EQ(c.notes[0].reason, src + "/a.txt has a POSIX ACL (system.posix_acl_access), which mode bits cannot "
+                                       "judge; served with mode 0400");
+    EXPECT_TRUE(c.problems.empty()) << problems_text(c);
 }
 
 TEST(Catalog, FirstShardAsSourceServesOnlyThatSet) {
