@@ -49,6 +49,10 @@ void log_rescan(const RescanResult& r, const std::string& source) {
     for (const auto& p : r.changes.removed) spdlog::info("{}: no longer serving {}", source, p);
     for (const auto& p : r.new_problems) spdlog::error("{}", p.reason);
     for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", source, e);
+    if (r.unpinned) {
+        spdlog::debug("{}: {} set(s) past the descriptor budget: their shards are opened on demand", source,
+                      r.unpinned);
+    }
 }
 
 Watcher::Watcher(LiveFilesystem& live, Notifier notifier, Options options)
