@@ -81,6 +81,7 @@ public:
     /// Walks directory `abs` shown at `rel` ("" for the root).
     void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
         ++directories_;
+        visited_.emplace(std::make_pair(st.st_dev, st.st_ino), rel);
         out_.directories.push_back(CatalogDirectory{rel, directory_attributes(st)});
         out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
@@ -96,10 +97,18 @@ public:
             auto loop = std::find_if(ancestors_.begin(), ancestors_.end(), [&](const Ancestor& a) {
                 return a.dev == sub.st.st_dev && a.ino == sub.st.st_ino;
             });
+            auto seen = visited_.find({sub.st.st_dev, sub.st.st_ino});
             if (loop != ancestors_.end()) {
                 problem(sub_rel, sub.full + ": symlink loop: it is the directory '" +
                                      (loop->rel.empty() ? std::string(".") : loop->rel) +
                                      "' again; not followed");
+            } else if (seen != visited_.end()) {
+                // Each directory is walked once: links that fan out (two links per level to the
+                // next, 16 levels) would otherwise expand to 2^16 copies of the deepest level.
+                problem(sub_rel, sub.full + ": the directory '" + seen->second +
+                                     "' again (another link to it); shown there only, not here");
+            } else if (entries_cut_) {
+                continue;  // reported once, where the cut happened
             } else if (depth + 1 > options_.max_depth) {
                 problem(sub_rel, sub.full + ": nested deeper than " + std::to_string(options_.max_depth) +
                                      " directories; not walked");
@@ -160,6 +169,17 @@ private:
         std::vector<std::string> names;
         while (dirent* ent = ::readdir(d)) {
             if (ent->d_name[0] == '.') continue;  // ".", "..", and hidden names (rule 1)
+            if (entries_ >= options_.max_entries) {
+                if (!entries_cut_) {
+                    entries_cut_ = true;
+                    problem(rel.empty() ? "." : rel,
+                            abs + ": more than " + std::to_string(options_.max_entries) +
+                                " entries under SOURCE (CatalogOptions::max_entries); the rest of this directory "
+                                "and every directory not walked yet are not shown");
+                }
+                break;
+            }
+            ++entries_;
             names.emplace_back(ent->d_name);
         }
         ::closedir(d);
@@ -387,7 +407,10 @@ private:
     const CatalogOptions& options_;
     Catalog& out_;
     std::vector<Ancestor> ancestors_;
+    std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
     size_t directories_ = 0;
+    size_t entries_ = 0;        // names listed so far, over all directories
+    bool entries_cut_ = false;  // max_entries was reached
 };
 
 }  // namespace

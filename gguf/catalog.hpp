@@ -32,6 +32,9 @@
 //     wins; x-00001-of-00002.gguf beats x-00001-of-00003.gguf. Each loser is a Problem.
 //  7. Symlink loops (a directory that is its own ancestor), dangling links, unreadable
 //     directories and special files (FIFOs, sockets, devices) are Problems and never followed.
+//     Each directory (device, inode) is walked once: a later path to a directory already
+//     walked (another link to it) is not shown, and is a Problem naming where it is shown.
+//     At most max_entries names are listed in all; the cut is a Problem.
 //  8. Attributes never widen access: a file's mode is S_IFREG | the AND of its physical parts'
 //     permission bits & 0444, owner of the first part, newest mtime/ctime of the parts; a
 //     directory's mode is its source's permission bits & 0555.
@@ -120,6 +123,9 @@ struct WatchedPath {
 struct CatalogOptions {
     bool show_shards = false;  // also serve shard files and byte pieces as they are (rule 4)
     unsigned max_depth = 64;   // directories nested deeper are a Problem, not walked
+    /// Most names (files, directories, links) listed under SOURCE in all; the walk stops there
+    /// and the cut is one Problem (rule 7). Bounds the time and memory of one scan.
+    size_t max_entries = 100000;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.
