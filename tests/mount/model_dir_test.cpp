@@ -73,6 +73,45 @@ TEST_F(ModelDirTest, SymlinkFanOutMountsWellUnderASecond) {
     EXPECT_EQ(lines_with(log(), "again (another link to it)").size(), 16u) << log();
 }
 
+// Issue 14.7: inotify watches followed the directory that was moved away, not the path: after
+// `mv SOURCE/sub away; mv new SOURCE/sub` new files in SOURCE/sub waited for the 1 s poll, and
+// writes in `away` still caused rescans. Watches are now dropped when their directory moves and
+// re-armed by path.
+TEST_F(ModelDirTest, DirectorySwappedUnderItsPathIsWatchedAtItsNewInode) {
+    ASSERT_EQ(::mkdir((src_ + "/sub").c_str(), 0755), 0);
+    gguf_test::write_file(src_ + "/sub/old.txt", "old");
+    ASSERT_TRUE(mount({"-v"}));
+    const std::string away = root_ + "/away", fresh = root_ + "/new";
+    ASSERT_EQ(::rename((src_ + "/sub").c_str(), away.c_str()), 0);
+    ASSERT_EQ(::mkdir(fresh.c_str(), 0755), 0);
+    ASSERT_EQ(::rename(fresh.c_str(), (src_ + "/sub").c_str()), 0);
+    ASSERT_TRUE(time_until([&] { return !exists(mnt_ + "/sub/old.txt"); }, kLiveUpdateLimit));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the swap's rescan is done
+
+    // Three new files, each seen within 0.3 s (the poll alone takes up to 1 s: three lucky
+    // polls in a row would be needed to pass without the watch).
+    for (int i = 0; i < 3; ++i) {
+        const std::string name = "new" + std::to_string(i) + ".txt";
+        gguf_test::write_file(src_ + "/sub/" + name, "new");
+        auto seen = time_until([&] { return exists(mnt_ + "/sub/" + name); }, std::chrono::milliseconds(2000));
+        ASSERT_TRUE(seen) << log();
+        std::cout << "[ measured ] " << name << " in the swapped-in SOURCE/sub seen after " << seen->count()
+                  << " ms\n";
+        EXPECT_LT(seen->count(), 300) << name;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    // Writes in the directory that left SOURCE trigger no rescan.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    const size_t rescans = lines_with(log(), "rescanned (").size();
+    for (int i = 0; i < 5; ++i) {
+        gguf_test::write_file(away + "/gone" + std::to_string(i) + ".txt", "x");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    EXPECT_EQ(lines_with(log(), "rescanned (").size(), rescans) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
 TEST_F(ModelDirTest, NestedFoldersMirrorTheSourceTree) {
     mkdir_p("Q4_K_M");
     mkdir_p("Q8_0");
