@@ -151,6 +151,14 @@ private:
         std::string rel;
     };
 
+    /// Sets `e`'s size from its planned layout; without keep_layouts the layout (for a merged
+    /// set, its whole rendered header) is released at once, so a catalog of many sets never
+    /// holds more than one header.
+    void set_layout(CatalogEntry& e, VirtualLayout layout) const {
+        e.bytes = layout.size();
+        if (options_.keep_layouts) e.layout = std::move(layout);
+    }
+
     void problem(const std::string& path, const std::string& reason) {
         out_.problems.push_back(Problem{path, Error::one_line(reason)});
     }
@@ -311,7 +319,7 @@ private:
                     c.entry.kind = EntryKind::ByteSplit;
                     c.entry.tensor_count = h.tensors.size();
                     c.entry.members.push_back(open.file());
-                    c.entry.layout = concatenation_layout(open.file());
+                    set_layout(c.entry, concatenation_layout(open.file()));
                     candidates.push_back(std::move(c));
                 } catch (const Error& e) {
                     problem(rp, std::string(e.what()) + "; not shown");
@@ -350,7 +358,7 @@ private:
                 c.entry.kind = EntryKind::MergedSet;
                 c.entry.tensor_count = set.tensor_count();
                 for (const Shard& s : set.shards()) c.entry.members.push_back(s.file);
-                c.entry.layout = plan_merge(set);
+                set_layout(c.entry, plan_merge(set));
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
@@ -397,7 +405,7 @@ private:
             LogicalFile lf;
             lf.path = f.part.path;
             lf.parts.push_back(f.part);
-            e.layout = concatenation_layout(lf);
+            set_layout(e, concatenation_layout(lf));
             e.members.push_back(std::move(lf));
             e.attr = file_attributes(e.parts());
             out_.entries.push_back(std::move(e));

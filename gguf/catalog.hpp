@@ -86,12 +86,14 @@ struct CatalogEntry {
     std::string path;                  // relative to the mount root, '/'-separated: "Q4_K_M/x.gguf"
     EntryKind kind = EntryKind::Companion;
     std::vector<LogicalFile> members;  // MergedSet: its shards in order; otherwise one file
-    VirtualLayout layout;              // Source extents index parts() (flattened members)
+    VirtualLayout layout;              // Source extents index parts() (flattened members); empty
+                                       // when built without CatalogOptions::keep_layouts
+    uint64_t bytes = 0;                // served size in bytes (layout.size() when it was planned)
     uint64_t tensor_count = 0;         // MergedSet and ByteSplit: tensors of the GGUF file; else 0
     EntryAttributes attr;
 
     /// Served size in bytes.
-    uint64_t size() const noexcept { return layout.size(); }
+    uint64_t size() const noexcept { return bytes; }
     /// The physical files, in the order the layout's Source extents number them.
     std::vector<FilePart> parts() const { return flattened_parts(members); }
 };
@@ -126,6 +128,10 @@ struct CatalogOptions {
     /// Most names (files, directories, links) listed under SOURCE in all; the walk stops there
     /// and the cut is one Problem (rule 7). Bounds the time and memory of one scan.
     size_t max_entries = 100000;
+    /// Keep each entry's planned layout (the daemon serves from it). Without it (`check`),
+    /// a merged set's layout, which holds its whole rendered header, is released as soon as the
+    /// entry is recorded: peak memory is then that of one set, not the sum of all headers.
+    bool keep_layouts = true;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <gtest/gtest.h>
@@ -165,6 +166,29 @@ TEST(InodeTable, NumbersAreStableAndNeverReused) {
     EXPECT_EQ(t.assign("a", "2"), 4u);
     EXPECT_EQ(t.assign("a", "1"), 5u);  // back to old content: still a new number
     EXPECT_EQ(t.assign("b", "1"), 3u);
+}
+
+// Issue 14.4: the table kept every name ever seen. Names no longer served are now forgotten;
+// a name that comes back still gets a number never used before.
+TEST(InodeTable, NamesNoLongerServedAreForgottenAndTheirNumbersNeverReused) {
+    TempDir src;
+    InodeTable inodes;
+    for (int i = 0; i < 2000; ++i) gguf_test::write_file(src / ("f" + std::to_string(i) + ".txt"), "x");
+    auto s1 = snapshot_of(src.path(), inodes);
+    EXPECT_EQ(inodes.size(), 2000u);
+    const uint64_t old_ino = s1->find("f7.txt")->ino;
+    uint64_t highest = 0;
+    for (const Node& n : s1->nodes()) highest = std::max(highest, n.ino);
+    for (int i = 0; i < 2000; ++i) ::unlink((src / ("f" + std::to_string(i) + ".txt")).c_str());
+    gguf_test::write_file(src / "only.txt", "y");
+    auto s2 = snapshot_of(src.path(), inodes, s1.get());
+    EXPECT_EQ(inodes.size(), 1u);
+    gguf_test::write_file(src / "f7.txt", "x");
+    auto s3 = snapshot_of(src.path(), inodes, s2.get());
+    EXPECT_EQ(inodes.size(), 2u);
+    EXPECT_NE(s3->find("f7.txt")->ino, old_ino);
+    EXPECT_GT(s3->find("f7.txt")->ino, highest);
+    EXPECT_EQ(s3->find("only.txt")->ino, s2->find("only.txt")->ino);
 }
 
 TEST(LiveFilesystem, RescanReportsProblemsOnceAndAgainAfterTheyWereFixed) {

@@ -3,11 +3,13 @@
 // link loops, name clashes, and SOURCE changing while mounted (a download completing, a set
 // removed or a shard replaced under an open reader, SIGHUP). Every test mounts its own
 // temporary directory; TearDown always unmounts and reaps the daemon.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -109,6 +111,37 @@ TEST_F(ModelDirTest, DirectorySwappedUnderItsPathIsWatchedAtItsNewInode) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     EXPECT_EQ(lines_with(log(), "rescanned (").size(), rescans) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// Issue 14.4: an open directory handle pinned the whole snapshot it was opened in, so shards
+// deleted from SOURCE kept their disk space (open descriptors in the daemon) until it closed.
+TEST_F(ModelDirTest, OpenDirectoryHandleDoesNotKeepDeletedShardsOpen) {
+    copy_kvzoo(src_);
+    ASSERT_TRUE(mount());
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kKvzooMerged);
+    DIR* dir = ::opendir(mnt_.c_str());
+    ASSERT_NE(dir, nullptr);
+    ASSERT_NE(::readdir(dir), nullptr);  // the handle is open and in use
+    for (int i = 1; i <= 7; ++i) ASSERT_EQ(::unlink((src_ + "/" + kvzoo_shard(i)).c_str()), 0);
+    ASSERT_TRUE(time_until([&] { return !exists(mnt_ + "/kvzoo.gguf"); }, kLiveUpdateLimit));
+    auto deleted = [&] {
+        int n = 0;
+        const std::string fds = "/proc/" + std::to_string(daemon_.pid()) + "/fd";
+        for (const std::string& fd : list_dir(fds)) {
+            char target[4096];
+            ssize_t len = ::readlink((fds + "/" + fd).c_str(), target, sizeof target - 1);
+            if (len > 0 && std::string(target, static_cast<size_t>(len)).find("(deleted)") != std::string::npos) ++n;
+        }
+        return n;
+    };
+    auto none = time_until([&] { return deleted() == 0; }, std::chrono::milliseconds(1000));
+    EXPECT_TRUE(none) << deleted() << " deleted shard(s) still open in the daemon while a directory handle is open";
+    // The handle still lists what it was opened with.
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(dir)) names.push_back(e->d_name);
+    ::closedir(dir);
+    EXPECT_NE(std::find(names.begin(), names.end(), "kvzoo.gguf"), names.end());
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
