@@ -178,6 +178,7 @@ int run_check(int argc, char** argv) {
     while (source.size() > 1 && source.back() == '/') source.pop_back();
 
     raise_open_file_limit();
+    copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     gguf::Catalog catalog;
     try {
         catalog = gguf::build_catalog(source, copt);

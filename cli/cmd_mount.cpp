@@ -190,8 +190,9 @@ int run_mount(int argc, char** argv) {
         std::fprintf(stderr, "%s: /dev/null: cannot open\n", kProgram);
         return 1;
     }
-    // Every shard stays open while mounted: a set of more than ~1,000 shards needs more than the
-    // usual soft limit of 1024 descriptors (bench/run.sh mounts a 1,200-shard set).
+    // Shards of served sets stay open while the descriptor budget allows (fs/live.hpp
+    // descriptor_budget): a higher soft limit keeps more of them open (bench/run.sh mounts a
+    // 1,200-shard set).
     raise_open_file_limit();
 
     struct stat source_st {};
@@ -235,6 +236,10 @@ int run_mount(int argc, char** argv) {
     for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
+    if (first.unpinned) {
+        spdlog::warn("{}: too many files to keep open: {} set(s) have their shards opened on demand (raise the "
+                     "descriptor limit, LimitNOFILE=, to keep them open)", source_arg, first.unpinned);
+    }
     const size_t served = live.current()->file_count();
     if (served == 0) {
         if (!S_ISDIR(source_st.st_mode)) {

@@ -1,6 +1,7 @@
 #include "fs/filesystem.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <set>
 #include <tuple>
@@ -58,6 +59,66 @@ uint64_t InodeTable::assign(const std::string& path, const std::string& fingerpr
     return ino;
 }
 
+void InodeTable::retain(const std::function<bool(const std::string& path)>& keep) {
+    for (auto it = table_.begin(); it != table_.end();) {
+        it = keep(it->first) ? std::next(it) : table_.erase(it);
+    }
+}
+
+namespace {
+std::atomic<size_t> g_open_files{0};
+
+/// A gguf::VirtualFile counted in FileSource::open_count().
+struct CountedFile {
+    void operator()(const gguf::VirtualFile* f) const noexcept {
+        delete f;
+        g_open_files.fetch_sub(1, std::memory_order_relaxed);
+    }
+};
+
+std::shared_ptr<const gguf::VirtualFile> open_counted(gguf::VirtualLayout layout,
+                                                      const std::vector<gguf::FilePart>& parts) {
+    auto* f = new gguf::VirtualFile(gguf::VirtualFile::open(std::move(layout), parts));
+    g_open_files.fetch_add(1, std::memory_order_relaxed);
+    return std::shared_ptr<const gguf::VirtualFile>(f, CountedFile{});
+}
+}  // namespace
+
+FileSource::FileSource(gguf::VirtualLayout layout, std::vector<gguf::FilePart> parts)
+    : size_(layout.size()), parts_(std::move(parts)), layout_(std::move(layout)) {}
+
+void FileSource::pin() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pinned_) return;
+    auto held = open_.lock();
+    pinned_ = held ? held : open_counted(std::move(layout_), parts_);
+    layout_ = gguf::VirtualLayout();  // pinned_ holds the layout from now on
+}
+
+bool FileSource::pinned() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pinned_ != nullptr;
+}
+
+std::shared_ptr<const gguf::VirtualFile> FileSource::acquire() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pinned_) return pinned_;
+    if (auto held = open_.lock()) return held;
+    auto f = open_counted(layout_, parts_);
+    open_ = f;
+    return f;
+}
+
+bool FileSource::source_changed() const noexcept {
+    for (const gguf::FilePart& p : parts_) {
+        struct stat now {};
+        if (::stat(p.path.c_str(), &now) != 0 || !gguf::same_file_state(now, p.st)) return true;
+    }
+    return false;
+}
+
+size_t FileSource::open_count() noexcept { return g_open_files.load(std::memory_order_relaxed); }
+
 std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
     std::string fp = gguf::entry_kind_name(entry.kind);
     fp += ':' + std::to_string(entry.size());
@@ -88,7 +149,8 @@ struct stat entry_stat(const gguf::CatalogEntry& entry, uint64_t ino) {
 }
 
 std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, InodeTable& inodes,
-                                                const Snapshot* previous, std::vector<std::string>* errors) {
+                                                const Snapshot* previous, std::vector<std::string>* errors,
+                                                size_t pin_budget, size_t* unpinned) {
     auto snap = std::make_shared<Snapshot>();
     std::vector<Node>& nodes = snap->nodes_;
 
@@ -120,6 +182,9 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
     for (const auto& e : catalog.entries) items.push_back(Item{&e.path, nullptr, &e});
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return *a.path < *b.path; });
 
+    size_t pinned = 0;           // descriptors of pinned files kept from `previous`, then new ones
+    std::vector<size_t> to_pin;  // files not pinned yet (indices into nodes)
+
     for (const Item& item : items) {
         Node n;
         n.path = *item.path;
@@ -139,17 +204,51 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
             if (old && !old->directory && old->ino == n.ino) {
                 n.file = old->file;
             } else {
-                try {
-                    n.file = std::make_shared<const gguf::VirtualFile>(gguf::VirtualFile::open(e.layout, e.parts()));
-                } catch (const gguf::Error& err) {
-                    if (errors) errors->push_back(n.path + ": " + err.what());
-                    continue;
-                }
+                n.file = std::make_shared<FileSource>(e.layout, e.parts());
+            }
+            if (n.file->pinned()) {
+                pinned += n.file->pinned_descriptors();
+            } else {
+                to_pin.push_back(nodes.size());
             }
             n.attr = entry_stat(e, n.ino);
             n.access_paths = e.access_paths();
         }
         nodes.push_back(std::move(n));
+    }
+
+    // Merged sets and byte-split files are pinned while the budget allows: their shards stay
+    // open (and so serve their old bytes if replaced), and an entry whose parts changed since
+    // the catalog was built is found now and left out. Companions and shards: on demand.
+    std::vector<bool> drop(nodes.size(), false);
+    for (size_t i : to_pin) {
+        Node& n = nodes[i];
+        if (n.kind != gguf::EntryKind::MergedSet && n.kind != gguf::EntryKind::ByteSplit) continue;
+        try {
+            if (pinned + n.file->pinned_descriptors() <= pin_budget) {
+                try {
+                    n.file->pin();
+                    pinned += n.file->pinned_descriptors();
+                    continue;
+                } catch (const gguf::Error& err) {
+                    if (err.sys_errno() != EMFILE && err.sys_errno() != ENFILE) throw;
+                }
+            }
+            // Past the budget: checked with one open now, then served on demand.
+            (void)n.file->acquire();
+            if (unpinned) ++*unpinned;
+        } catch (const gguf::Error& err) {
+            if (errors) errors->push_back(n.path + ": " + err.what());
+            drop[i] = true;
+        }
+    }
+    if (std::find(drop.begin(), drop.end(), true) != drop.end()) {
+        std::vector<Node> kept;
+        kept.reserve(nodes.size());
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            if (!drop[i]) kept.push_back(std::move(nodes[i]));
+        }
+        nodes = std::move(kept);
     }
 
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -176,6 +275,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
         std::sort(n.children.begin(), n.children.end(),
                   [&nodes](size_t a, size_t b) { return nodes[a].name < nodes[b].name; });
     }
+    inodes.retain([&snap](const std::string& path) { return snap->by_path_.count(path) > 0; });
     return snap;
 }
 

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,11 @@ public:
     /// Number of paths remembered.
     size_t size() const noexcept { return table_.size(); }
 
+    /// Forgets every path for which `keep` is false (paths no longer served), so the table
+    /// holds the names of one snapshot, not every name ever seen. Numbers are still never
+    /// reused: a forgotten path that comes back gets a fresh number.
+    void retain(const std::function<bool(const std::string& path)>& keep);
+
 private:
     struct Slot {
         uint64_t ino;
@@ -53,6 +59,55 @@ private:
     };
     std::unordered_map<std::string, Slot> table_;
     uint64_t next_ = kRootInode + 1;
+};
+
+/// The bytes of one served file: its planned layout and physical parts, and the
+/// gguf::VirtualFile that reads them, which holds one descriptor per part (plus, once an
+/// uncached random read needs it, an O_DIRECT one). Descriptors are bounded by design:
+///  - pinned (pin()): opened once and kept for the life of this object (merged sets and
+///    byte-split files, while the mount's descriptor budget allows: see Snapshot::build);
+///  - otherwise opened on demand by acquire() (a FUSE open) and closed when the last holder
+///    of the returned pointer lets go (the last FUSE release), so a SOURCE of 10,000
+///    companions needs descriptors only for the files clients hold open.
+/// Thread-safe.
+class FileSource {
+public:
+    /// `layout`: the served bytes (Source extent k reads parts[k]); `parts` with the stat the
+    /// layout was planned from (checked at every open, see gguf::VirtualFile::open).
+    FileSource(gguf::VirtualLayout layout, std::vector<gguf::FilePart> parts);
+
+    /// Served size in bytes.
+    uint64_t size() const noexcept { return size_; }
+    /// The physical parts, as planned.
+    const std::vector<gguf::FilePart>& parts() const noexcept { return parts_; }
+    /// Descriptors a pinned file keeps: one per part, plus one O_DIRECT per part at most.
+    size_t pinned_descriptors() const noexcept { return 2 * parts_.size(); }
+
+    /// Opens every part now and keeps them open. Throws gguf::Error like
+    /// gguf::VirtualFile::open (Code::Io with sys_errno() EMFILE/ENFILE when descriptors ran
+    /// out; the file then stays usable on demand).
+    void pin();
+    bool pinned() const;
+
+    /// The open file: the pinned one, the one an earlier acquire() handed out and someone
+    /// still holds, or one opened now. Throws gguf::Error like gguf::VirtualFile::open (a part
+    /// changed or vanished since it was planned: Code::BadSplit / Code::Io ENOENT).
+    std::shared_ptr<const gguf::VirtualFile> acquire() const;
+
+    /// True when a part no longer has the device, inode, size and mtime it was planned with,
+    /// or cannot be stat()ed (one stat(2) per part). For log messages.
+    bool source_changed() const noexcept;
+
+    /// Number of gguf::VirtualFile objects currently open (pinned or held), for tests.
+    static size_t open_count() noexcept;
+
+private:
+    uint64_t size_ = 0;
+    std::vector<gguf::FilePart> parts_;
+    mutable std::mutex mutex_;
+    gguf::VirtualLayout layout_;  // moved into pinned_ by pin() (one copy of a big header)
+    std::shared_ptr<const gguf::VirtualFile> pinned_;
+    mutable std::weak_ptr<const gguf::VirtualFile> open_;
 };
 
 /// One node of a snapshot: a directory or a regular file.
@@ -63,7 +118,7 @@ struct Node {
     std::string path;              // relative path in the mount: "Q4_K_M/x.gguf"; "" for the root
     bool directory = false;
     struct stat attr {};           // what getattr and lookup report
-    std::shared_ptr<const gguf::VirtualFile> file;  // regular files: never null
+    std::shared_ptr<FileSource> file;  // regular files: never null
     gguf::EntryKind kind = gguf::EntryKind::Companion;  // regular files
     std::string fingerprint;       // the content identity the inode number was assigned for
     /// The source paths a direct reader would open (as reached from SOURCE): a file's parts
@@ -86,13 +141,18 @@ struct stat entry_stat(const gguf::CatalogEntry& entry, uint64_t ino);
 class Snapshot {
 public:
     /// Builds the tree of `catalog`, numbering nodes with `inodes`. Files reuse the
-    /// VirtualFile of the node with the same path and inode in `previous` (if given), so open
-    /// descriptors and planned layouts carry over; other files are opened now
-    /// (gguf::VirtualFile::open). An entry that cannot be opened (it changed or vanished since
-    /// the catalog was built) is left out and its one-line reason appended to `*errors`.
-    /// Directory attributes: S_IFDIR | their catalog mode, st_nlink 2 + subdirectories.
+    /// FileSource of the node with the same path and inode in `previous` (if given), so open
+    /// descriptors and planned layouts carry over. New merged sets and byte-split files are
+    /// pinned (FileSource::pin) in path order while the descriptors of all pinned files stay
+    /// within `pin_budget`; every other file (companions, shards) is opened on demand. A set
+    /// past the budget (or whose pin found no descriptor left) is opened once to check it and
+    /// then served on demand; `*unpinned` (if given) counts those. A set that cannot be opened
+    /// (it changed or vanished since the catalog was built, or no descriptor is left at all) is
+    /// left out, its one-line reason appended to `*errors`. Directory attributes: S_IFDIR | their catalog mode,
+    /// st_nlink 2 + subdirectories. Forgets (InodeTable::retain) the paths it does not serve.
     static std::shared_ptr<const Snapshot> build(const gguf::Catalog& catalog, InodeTable& inodes,
-                                                 const Snapshot* previous, std::vector<std::string>* errors);
+                                                 const Snapshot* previous, std::vector<std::string>* errors,
+                                                 size_t pin_budget = SIZE_MAX, size_t* unpinned = nullptr);
 
     /// The root directory.
     const Node& root() const noexcept { return nodes_.front(); }

@@ -1,6 +1,9 @@
 #include "fs/live.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <cctype>
 
@@ -22,6 +25,13 @@ std::string problem_key(const gguf::Problem& p) {
         i = std::max(j, i + 1);
     }
     return key;
+}
+
+size_t descriptor_budget(uint64_t soft_limit) noexcept {
+    constexpr uint64_t kReserved = 64;
+    if (soft_limit <= kReserved) return 0;
+    const uint64_t half = (soft_limit - kReserved) / 2;
+    return half > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(half);
 }
 
 LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
@@ -55,7 +65,12 @@ RescanResult LiveFilesystem::rescan() {
 
     RescanResult result;
     std::shared_ptr<const Snapshot> before = current();
-    std::shared_ptr<const Snapshot> after = Snapshot::build(catalog, inodes_, before.get(), &result.errors);
+    rlimit nofile{};
+    const uint64_t soft = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
+                              ? static_cast<uint64_t>(nofile.rlim_cur)
+                              : UINT64_MAX;
+    std::shared_ptr<const Snapshot> after = Snapshot::build(catalog, inodes_, before.get(), &result.errors,
+                                                            descriptor_budget(soft), &result.unpinned);
     result.changes = diff_snapshots(*before, *after);
     std::atomic_store(&current_, std::shared_ptr<const Snapshot>(after));
 

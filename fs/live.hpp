@@ -29,7 +29,14 @@ struct RescanResult {
     std::vector<gguf::Problem> new_problems;  // problems not reported by an earlier scan
     std::vector<gguf::Problem> new_notes;     // catalog notes (narrowed access) not reported before
     std::vector<std::string> errors;     // entries left out because they could not be opened
+    size_t unpinned = 0;                 // sets served on demand: past the descriptor budget
 };
+
+/// Descriptors the pinned files of one mount may hold (Snapshot::build's pin_budget) under a
+/// soft RLIMIT_NOFILE of `soft_limit`: half of what is left after 64 for the daemon itself
+/// (FUSE, inotify, pipes, logs), so the other half serves on-demand opens of companions.
+/// 1,024 -> 480 (240 shards pinned, each with room for its O_DIRECT descriptor).
+size_t descriptor_budget(uint64_t soft_limit) noexcept;
 
 class LiveFilesystem {
 public:

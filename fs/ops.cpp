@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fs/access.hpp"
+#include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
 
@@ -38,15 +39,25 @@ Context& ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(r
 
 /// What an open file's fi->fh points to: the file as it was when opened (one allocation per
 /// open, none per read).
+/// Holding `file` keeps its descriptors open (FileSource::acquire); the last release closes
+/// them unless the file is pinned.
 struct OpenFile {
     std::shared_ptr<const gguf::VirtualFile> file;
-    std::string path;  // its path in the mount, for log messages
+    std::string path;     // its path in the mount, for log messages
+    bool random_direct;   // uncached random reads may use O_DIRECT (merged sets, byte-split files)
 };
 
-/// What an open directory's fi->fh points to: the snapshot it was opened in.
+/// What an open directory's fi->fh points to: its listing when it was opened (names, inode
+/// numbers and types only: holding no snapshot, it keeps no deleted shard's disk space).
 struct OpenDir {
-    std::shared_ptr<const Snapshot> snapshot;
-    const Node* node;  // a directory of `snapshot`
+    struct Child {
+        std::string name;
+        uint64_t ino;
+        bool directory;
+    };
+    uint64_t ino;
+    uint64_t parent;
+    std::vector<Child> children;  // in name order
 };
 
 OpenFile* open_file(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fi->fh)); }
@@ -280,7 +291,26 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             fuse_reply_err(req, e);
             return;
         }
-        auto of = std::make_unique<OpenFile>(OpenFile{node->file, node->path});
+        std::shared_ptr<const gguf::VirtualFile> file;
+        try {
+            file = node->file->acquire();
+        } catch (const gguf::Error& err) {
+            // Out of descriptors: the one file fails, the mount serves on. A file that changed or
+            // vanished since it was scanned: ESTALE, the watcher's rescan brings its new state.
+            const int e = err.sys_errno();
+            const bool no_fds = e == EMFILE || e == ENFILE;
+            uint64_t suppressed = 0;
+            if (c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) {
+                spdlog::warn("{}: cannot open: {}{}{}", node->path, err.what(),
+                             no_fds ? " (too many open files: raise the descriptor limit, LimitNOFILE=)" : "",
+                             suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "");
+            }
+            fuse_reply_err(req, no_fds ? e : ESTALE);
+            return;
+        }
+        const bool random_direct =
+            node->kind == gguf::EntryKind::MergedSet || node->kind == gguf::EntryKind::ByteSplit;
+        auto of = std::make_unique<OpenFile>(OpenFile{std::move(file), node->path, random_direct});
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
         {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
@@ -323,7 +353,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
         // reads) or dropped behind the stream (drop_served_shard_pages).
         const bool client_direct = fi->flags & O_DIRECT;
         gguf::Served s;
-        if (client_direct) {
+        if (client_direct || !of->random_direct) {
             s.result = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
             s.data = buf;
         } else {
@@ -369,7 +399,14 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             fuse_reply_err(req, e);
             return;
         }
-        auto od = std::make_unique<OpenDir>(OpenDir{std::move(snap), node});
+        auto od = std::make_unique<OpenDir>();
+        od->ino = node->ino;
+        od->parent = node->parent;
+        od->children.reserve(node->children.size());
+        for (size_t i : node->children) {
+            const Node& child = snap->nodes()[i];
+            od->children.push_back(OpenDir::Child{child.name, child.ino, child.directory});
+        }
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(od.get()));
         // Listings change while mounted: no kernel readdir cache (cache_readdir/keep_cache 0).
         fi->cache_readdir = 0;
@@ -400,9 +437,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
             fuse_reply_err(req, EINVAL);
             return;
         }
-        const Node& dir = *od->node;
-        const auto& nodes = od->snapshot->nodes();
-        const size_t count = dir.children.size() + 2;
+        const size_t count = od->children.size() + 2;
         std::vector<char> buf(size);
         size_t used = 0;
         // Offsets: 0 ".", 1 "..", then the children in name order; an entry's offset is the
@@ -412,15 +447,15 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
             struct stat st {};
             if (i == 0) {
                 name = ".";
-                st.st_ino = static_cast<ino_t>(dir.ino);
+                st.st_ino = static_cast<ino_t>(od->ino);
                 st.st_mode = S_IFDIR;
             } else if (i == 1) {
                 // The kernel ignores d_ino of ".."; the root lists itself as its parent.
                 name = "..";
-                st.st_ino = static_cast<ino_t>(dir.parent);
+                st.st_ino = static_cast<ino_t>(od->parent);
                 st.st_mode = S_IFDIR;
             } else {
-                const Node& child = nodes[dir.children[i - 2]];
+                const OpenDir::Child& child = od->children[i - 2];
                 name = child.name.c_str();
                 st.st_ino = static_cast<ino_t>(child.ino);
                 st.st_mode = child.directory ? S_IFDIR : S_IFREG;

@@ -72,7 +72,9 @@ void free_open_handles(Context& c) noexcept;
 /// access_as() on the caller's uid, gid and groups and reply its errno (EACCES) when refused.
 /// An open file's handle (fi->fh) holds the VirtualFile it was opened with,
 /// so it keeps serving those bytes (or EIO) after SOURCE changed; an open directory's handle
-/// holds the snapshot it was opened in, so a listing is consistent across readdir calls.
+/// holds a copy of the listing it was opened with (names, inode numbers, types; no files), so
+/// a listing is consistent across readdir calls. An open that finds no descriptor left fails
+/// with EMFILE/ENFILE (logged, rate-limited); the mount serves on.
 /// Every modifying operation (setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link,
 /// write, create, setxattr, removexattr, fallocate, copy_file_range) and every open for
 /// writing fails with EROFS. Handlers never throw: a catch-all replies EIO.

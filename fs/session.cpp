@@ -66,9 +66,12 @@ void raise_readahead(const std::string& mountpoint, const struct stat& root, uns
 
 /// Work that needs the mount to be live, run on its own thread once the loop serves requests:
 /// waits for the mount root to answer (stat blocks until INIT is done), raises the readahead
-/// window, reads the first byte of every served file through the mount, and only then tells
+/// window, reads the first byte of every served file through the mount, and then tells
 /// systemd READY=1 (sd_notify(3); a no-op when NOTIFY_SOCKET is unset), so a unit ordered
-/// after gguf-mount@.service finds the merged files readable.
+/// after gguf-mount@.service finds the merged files readable. A file that cannot be read is
+/// skipped and logged (one warning; "changed while starting" when its source is being
+/// written, e.g. a download log: the watcher serves it again once it settles), never a reason
+/// to withhold READY=1: under Type=notify systemd would otherwise restart the unit forever.
 void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsigned readahead_kb) {
     struct stat st {};
     struct statfs sfs {};
@@ -79,12 +82,13 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
     }
     raise_readahead(mountpoint, st, readahead_kb);
     std::shared_ptr<const Snapshot> snap = live.current();
+    size_t skipped = 0;
     for (const Node& n : snap->nodes()) {
         if (n.directory) continue;
         std::string path = mountpoint + "/" + n.path;
         int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         char byte;
-        bool ok = fd >= 0 && (n.file->size() == 0 || ::pread(fd, &byte, 1, 0) == 1);
+        bool ok = fd >= 0 && (n.attr.st_size == 0 || ::pread(fd, &byte, 1, 0) == 1);
         int err = errno;
         if (fd >= 0) ::close(fd);
         if (ok) continue;
@@ -94,13 +98,17 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
             spdlog::info("{}: the mount went away before it became ready", mountpoint);
             return;
         }
-        // A file that went away because SOURCE changed meanwhile is no reason to stay unready.
-        if (live.current() == snap) {
-            spdlog::error("{}: not readable through the mount: {}", path, std::strerror(err));
-            return;
+        ++skipped;
+        if (live.current() != snap) continue;  // SOURCE changed meanwhile: the rescan logged it
+        if (n.file->source_changed()) {
+            spdlog::warn("{}: skipped at start-up: its source changed while starting (still being written?); "
+                         "served again once it settles", path);
+        } else {
+            spdlog::warn("{}: not readable through the mount at start-up: {}", path, std::strerror(err));
         }
     }
     std::string status = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
+    if (skipped) status += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";
     sd_notifyf(0, "READY=1\n%s", status.c_str());
     spdlog::debug("{}: ready", mountpoint);
 }

@@ -50,6 +50,10 @@ void log_rescan(const RescanResult& r, const std::string& source) {
     for (const auto& p : r.new_problems) spdlog::error("{}", p.reason);
     for (const auto& n : r.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", source, e);
+    if (r.unpinned) {
+        spdlog::debug("{}: {} set(s) past the descriptor budget: their shards are opened on demand", source,
+                      r.unpinned);
+    }
 }
 
 Watcher::Watcher(LiveFilesystem& live, Notifier notifier, Options options)
@@ -108,27 +112,39 @@ bool Watcher::stop(std::chrono::milliseconds timeout) {
     return true;
 }
 
+void Watcher::drop_watch(int wd, bool remove_from_kernel) {
+    if (remove_from_kernel) ::inotify_rm_watch(inotify_fd_, wd);
+    watches_.erase(wd);
+    for (auto it = watch_by_path_.begin(); it != watch_by_path_.end();) {
+        it = it->second.wd == wd ? watch_by_path_.erase(it) : std::next(it);
+    }
+}
+
 void Watcher::sync_inotify_watches() {
     if (inotify_fd_ < 0) return;
-    std::set<std::string> want;
+    std::unordered_map<std::string, const struct stat*> want;
     for (const auto& w : watched_) {
-        if (w.directory && w.exists) want.insert(w.path);
+        if (w.directory && w.exists) want.emplace(w.path, &w.st);
     }
     for (auto it = watch_by_path_.begin(); it != watch_by_path_.end();) {
-        if (want.count(it->first)) {
+        auto wanted = want.find(it->first);
+        // Kept while the path still names the directory the watch was added for.
+        if (wanted != want.end() && wanted->second->st_dev == it->second.dev &&
+            wanted->second->st_ino == it->second.ino) {
             ++it;
             continue;
         }
         // Another path may share this watch descriptor (the same directory through a link).
-        bool shared = false;
-        for (const auto& [p, wd] : watch_by_path_) shared = shared || (wd == it->second && p != it->first);
-        if (!shared) {
-            ::inotify_rm_watch(inotify_fd_, it->second);
-            watches_.erase(it->second);
-        }
+        const int wd = it->second.wd;
         it = watch_by_path_.erase(it);
+        bool shared = false;
+        for (const auto& [p, w] : watch_by_path_) shared = shared || w.wd == wd;
+        if (!shared) {
+            ::inotify_rm_watch(inotify_fd_, wd);
+            watches_.erase(wd);
+        }
     }
-    for (const auto& path : want) {
+    for (const auto& [path, st] : want) {
         if (watch_by_path_.count(path)) continue;
         int wd = ::inotify_add_watch(inotify_fd_, path.c_str(), kInotifyMask);
         if (wd < 0) {
@@ -140,7 +156,37 @@ void Watcher::sync_inotify_watches() {
             continue;
         }
         watches_[wd] = path;
-        watch_by_path_[path] = wd;
+        watch_by_path_[path] = Watch{wd, st->st_dev, st->st_ino};
+    }
+}
+
+bool Watcher::read_inotify_events() {
+    bool rescan = false;
+    alignas(inotify_event) char buf[16384];
+    for (;;) {
+        ssize_t n = ::read(inotify_fd_, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return rescan;
+        for (ssize_t off = 0; off < n;) {
+            const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+            off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+            if (ev->mask & IN_Q_OVERFLOW) {
+                rescan = true;
+                continue;
+            }
+            if (!watches_.count(ev->wd)) continue;  // a watch already dropped: not in SOURCE any more
+            if (ev->mask & IN_IGNORED) {            // the kernel removed it (directory deleted)
+                drop_watch(ev->wd, false);
+                rescan = true;
+                continue;
+            }
+            if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF)) {
+                // The directory left its path: whatever happens in it now is not SOURCE.
+                // The rescan watches its path again, where another directory may be now.
+                drop_watch(ev->wd, true);
+            }
+            rescan = true;
+        }
     }
 }
 
@@ -216,7 +262,7 @@ void Watcher::run() {
             requested = bytes.find('R') != std::string::npos;
         }
         if (rc > 0 && inotify_fd_ >= 0 && (fds[1].revents & POLLIN)) {
-            if (!drain(inotify_fd_).empty()) {
+            if (read_inotify_events()) {
                 if (!dirty) first_event = now;
                 dirty = true;
                 last_event = now;

@@ -6,7 +6,11 @@
 // How a change is noticed, in order of speed:
 //  1. inotify on every directory the last scan walked (new subdirectories are added after each
 //     rescan): create, delete, rename, close-after-write and attribute changes; events are
-//     allowed to settle for `settle` (at most `max_settle`) before one rescan;
+//     allowed to settle for `settle` (at most `max_settle`) before one rescan. A watch follows
+//     a directory, not a path: when a watched directory is moved or deleted (IN_MOVE_SELF,
+//     IN_DELETE_SELF) its watch is dropped at once, so writes in a directory that left SOURCE
+//     trigger nothing, and after each rescan every path is watched again if the directory
+//     found there now is another one (device, inode), e.g. `mv new SOURCE/sub`;
 //  2. every `poll_interval`, a stat() of every file and directory the last scan looked at
 //     (size, mtime, ctime, inode, mode, owner), which also catches what inotify cannot see:
 //     link targets outside SOURCE (Hugging Face blobs), in-place writes, network file systems;
@@ -87,6 +91,10 @@ private:
     void rescan_and_notify(const char* why);
     void sync_inotify_watches();
     bool any_watched_path_changed() const;
+    /// Reads the pending inotify events; returns true when one of them calls for a rescan.
+    bool read_inotify_events();
+    /// Removes watch `wd` and every path mapped to it.
+    void drop_watch(int wd, bool remove_from_kernel);
 
     LiveFilesystem& live_;
     Notifier notifier_;
@@ -94,8 +102,13 @@ private:
     int wake_read_ = -1;
     int wake_write_ = -1;
     int inotify_fd_ = -1;
+    struct Watch {
+        int wd;
+        dev_t dev;  // the directory the watch was added for
+        ino_t ino;
+    };
     std::unordered_map<int, std::string> watches_;      // inotify wd -> directory
-    std::unordered_map<std::string, int> watch_by_path_;
+    std::unordered_map<std::string, Watch> watch_by_path_;
     bool inotify_full_logged_ = false;
     std::vector<gguf::WatchedPath> watched_;           // what the last rescan looked at
     std::thread thread_;

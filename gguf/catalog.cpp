@@ -252,6 +252,7 @@ public:
     /// Walks directory `abs` shown at `rel` ("" for the root).
     void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
         ++directories_;
+        visited_.emplace(std::make_pair(st.st_dev, st.st_ino), rel);
         add_directory(rel, abs, st);
         out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
@@ -267,10 +268,18 @@ public:
             auto loop = std::find_if(ancestors_.begin(), ancestors_.end(), [&](const Ancestor& a) {
                 return a.dev == sub.st.st_dev && a.ino == sub.st.st_ino;
             });
+            auto seen = visited_.find({sub.st.st_dev, sub.st.st_ino});
             if (loop != ancestors_.end()) {
                 problem(sub_rel, sub.full + ": symlink loop: it is the directory '" +
                                      (loop->rel.empty() ? std::string(".") : loop->rel) +
                                      "' again; not followed");
+            } else if (seen != visited_.end()) {
+                // Each directory is walked once: links that fan out (two links per level to the
+                // next, 16 levels) would otherwise expand to 2^16 copies of the deepest level.
+                problem(sub_rel, sub.full + ": the directory '" + seen->second +
+                                     "' again (another link to it); shown there only, not here");
+            } else if (entries_cut_) {
+                continue;  // reported once, where the cut happened
             } else if (depth + 1 > options_.max_depth) {
                 problem(sub_rel, sub.full + ": nested deeper than " + std::to_string(options_.max_depth) +
                                      " directories; not walked");
@@ -326,6 +335,14 @@ private:
         return a;
     }
 
+    /// Sets `e`'s size from its planned layout; without keep_layouts the layout (for a merged
+    /// set, its whole rendered header) is released at once, so a catalog of many sets never
+    /// holds more than one header.
+    void set_layout(CatalogEntry& e, VirtualLayout layout) const {
+        e.bytes = layout.size();
+        if (options_.keep_layouts) e.layout = std::move(layout);
+    }
+
     void problem(const std::string& path, const std::string& reason) {
         out_.problems.push_back(Problem{path, Error::one_line(reason)});
     }
@@ -344,6 +361,17 @@ private:
         std::vector<std::string> names;
         while (dirent* ent = ::readdir(d)) {
             if (ent->d_name[0] == '.') continue;  // ".", "..", and hidden names (rule 1)
+            if (entries_ >= options_.max_entries) {
+                if (!entries_cut_) {
+                    entries_cut_ = true;
+                    problem(rel.empty() ? "." : rel,
+                            abs + ": more than " + std::to_string(options_.max_entries) +
+                                " entries under SOURCE (CatalogOptions::max_entries); the rest of this directory "
+                                "and every directory not walked yet are not shown");
+                }
+                break;
+            }
+            ++entries_;
             names.emplace_back(ent->d_name);
         }
         ::closedir(d);
@@ -475,7 +503,7 @@ private:
                     c.entry.kind = EntryKind::ByteSplit;
                     c.entry.tensor_count = h.tensors.size();
                     c.entry.members.push_back(open.file());
-                    c.entry.layout = concatenation_layout(open.file());
+                    set_layout(c.entry, concatenation_layout(open.file()));
                     candidates.push_back(std::move(c));
                 } catch (const Error& e) {
                     problem(rp, std::string(e.what()) + "; not shown");
@@ -514,7 +542,7 @@ private:
                 c.entry.kind = EntryKind::MergedSet;
                 c.entry.tensor_count = set.tensor_count();
                 for (const Shard& s : set.shards()) c.entry.members.push_back(s.file);
-                c.entry.layout = plan_merge(set);
+                set_layout(c.entry, plan_merge(set));
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
@@ -561,7 +589,7 @@ private:
             LogicalFile lf;
             lf.path = f.part.path;
             lf.parts.push_back(f.part);
-            e.layout = concatenation_layout(lf);
+            set_layout(e, concatenation_layout(lf));
             e.members.push_back(std::move(lf));
             e.attr = attributes(e.path, e.parts());
             out_.entries.push_back(std::move(e));
@@ -571,8 +599,11 @@ private:
     const CatalogOptions& options_;
     Catalog& out_;
     std::vector<Ancestor> ancestors_;
+    std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
     size_t directories_ = 0;
     AccessJudge judge_;
+    size_t entries_ = 0;        // names listed so far, over all directories
+    bool entries_cut_ = false;  // max_entries was reached
 };
 
 }  // namespace

@@ -32,6 +32,9 @@
 //     wins; x-00001-of-00002.gguf beats x-00001-of-00003.gguf. Each loser is a Problem.
 //  7. Symlink loops (a directory that is its own ancestor), dangling links, unreadable
 //     directories and special files (FIFOs, sockets, devices) are Problems and never followed.
+//     Each directory (device, inode) is walked once: a later path to a directory already
+//     walked (another link to it) is not shown, and is a Problem naming where it is shown.
+//     At most max_entries names are listed in all; the cut is a Problem.
 //  8. Attributes never widen access: a served mode grants a class (owner, group, other of the
 //     served uid:gid) read (and, for directories, search) only when every member of that class
 //     could open the source directly by the path it is reached through: read on every physical
@@ -115,12 +118,14 @@ struct CatalogEntry {
     std::string path;                  // relative to the mount root, '/'-separated: "Q4_K_M/x.gguf"
     EntryKind kind = EntryKind::Companion;
     std::vector<LogicalFile> members;  // MergedSet: its shards in order; otherwise one file
-    VirtualLayout layout;              // Source extents index parts() (flattened members)
+    VirtualLayout layout;              // Source extents index parts() (flattened members); empty
+                                       // when built without CatalogOptions::keep_layouts
+    uint64_t bytes = 0;                // served size in bytes (layout.size() when it was planned)
     uint64_t tensor_count = 0;         // MergedSet and ByteSplit: tensors of the GGUF file; else 0
     EntryAttributes attr;
 
     /// Served size in bytes.
-    uint64_t size() const noexcept { return layout.size(); }
+    uint64_t size() const noexcept { return bytes; }
     /// The physical files, in the order the layout's Source extents number them.
     std::vector<FilePart> parts() const { return flattened_parts(members); }
     /// The paths a direct reader opens to read this entry: every part's path as reached from
@@ -156,6 +161,13 @@ struct WatchedPath {
 struct CatalogOptions {
     bool show_shards = false;  // also serve shard files and byte pieces as they are (rule 4)
     unsigned max_depth = 64;   // directories nested deeper are a Problem, not walked
+    /// Most names (files, directories, links) listed under SOURCE in all; the walk stops there
+    /// and the cut is one Problem (rule 7). Bounds the time and memory of one scan.
+    size_t max_entries = 100000;
+    /// Keep each entry's planned layout (the daemon serves from it). Without it (`check`),
+    /// a merged set's layout, which holds its whole rendered header, is released as soon as the
+    /// entry is recorded: peak memory is then that of one set, not the sum of all headers.
+    bool keep_layouts = true;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.

@@ -43,6 +43,12 @@ Residency page_cache_residency(int fd, uint64_t offset, uint64_t len) noexcept {
     return cs.nr_cache >= pages ? Residency::All : Residency::Partial;
 }
 
+bool residency_probe_sees_cache(int fd) noexcept {
+    char byte;
+    if (::pread(fd, &byte, 1, 0) != 1) return false;
+    return page_cache_residency(fd, 0, 1) == Residency::All;
+}
+
 StreamTracker::StreamTracker() noexcept {
     for (auto& e : ends_) e.store(kEmpty, std::memory_order_relaxed);
 }
@@ -81,7 +87,9 @@ int DirectDescriptor::get(int buffered_fd) const noexcept {
     int opened = kUnavailable;
     char path[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", buffered_fd);
-    const int candidate = ::open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    // Only where "uncached" can be believed: the caller decided from cachestat(2).
+    const int candidate =
+        residency_probe_sees_cache(buffered_fd) ? ::open(path, O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
     if (candidate >= 0) {
         struct statx sx {};
         bool aligned_enough = true;

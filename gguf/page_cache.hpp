@@ -26,6 +26,15 @@ enum class Residency {
 /// seccomp filter, EBADF for a descriptor it does not support). Never throws or allocates.
 Residency page_cache_residency(int fd, uint64_t offset, uint64_t len) noexcept;
 
+/// True when page_cache_residency() can see the page cache that reads of `fd` fill: reads
+/// the first byte of the file (buffered, so its page is cached) and asks cachestat(2) about
+/// it. False for an empty file, when the read or cachestat fails, and where the cache lives
+/// in another inode than the one `fd` names: overlayfs (every container image) reads through
+/// the upper or lower file, so cachestat on the overlay descriptor always reports nothing
+/// cached, and "uncached" would send fully cached bytes to the disk with O_DIRECT. Costs one
+/// 1-byte pread and one cachestat; never throws or allocates.
+bool residency_probe_sees_cache(int fd) noexcept;
+
 /// Remembers where the last kSlots reads of one file ended, to tell a request that continues a
 /// sequential stream (the kernel's readahead of a read() loop or of mmap page faults: requests
 /// arrive in order, give or take the reordering of the worker threads) from a random one.
@@ -63,7 +72,9 @@ private:
 /// because most sources are never read uncached: a 1,200-shard set does not need 2,400
 /// descriptors. Thread-safe; a failed open (O_DIRECT unsupported by the file system, no /proc,
 /// descriptors exhausted, an alignment above kMaxAlign) marks it unavailable for good, and so
-/// does disable() after a read the file system refused.
+/// do disable() after a read the file system refused and a residency probe that cannot see
+/// the file's page cache (residency_probe_sees_cache: overlayfs), checked before the first
+/// open: O_DIRECT is only ever chosen on a cachestat(2) answer that can be trusted.
 class DirectDescriptor {
 public:
     /// The largest offset and memory alignment (bytes) an O_DIRECT read may require for this

@@ -56,6 +56,18 @@ TEST(CliCheck, ProblemsAreListedAndTheExitStatusIsOne) {
     EXPECT_NE(r.out.find("Q4/kvzoo.gguf: merged-set"), std::string::npos) << r.out;
 }
 
+// Issue 14.3: check reports every link it did not follow again (16 for the 16-level fan-out).
+TEST(CliCheck, ReportsTheCutOfALinkFanOut) {
+    TempDir root;
+    const std::string src = gguf_test::make_link_fan_out(root.path(), 16);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", src});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("16 problems:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("  b: " + src + "/b: the directory 'a' again (another link to it); shown there only"),
+              std::string::npos)
+        << r.out;
+}
+
 TEST(CliCheck, JsonHasEntriesShardsPartsAndProblems) {
     TempDir src;
     make_source(src, true);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "gguf/file_io.hpp"
 #include "gguf/reader.hpp"
 #include "gguf/split_set.hpp"
+#include "support/gguf_builder.hpp"
 #include "support/sparse_model.hpp"
 #include "support/support.hpp"
 
@@ -189,6 +191,48 @@ TEST(LargeModel, PeakMemoryStaysSmallWhenCopyingA1GiBTensor) {
         expect_markers(out, 0);
         ::unlink(out.c_str());
     }
+}
+
+// Issue 14.4: `check` kept every set's rendered header (13 sets with an 11 MB header: 195 MB).
+// Eight 2-shard sets in one directory, each with a 24 MB header (a 1M-token vocabulary): peak
+// RSS must stay near what one set costs, not grow with the number of sets.
+TEST(LargeModel, CheckPeakMemoryDoesNotGrowWithTheNumberOfBigHeaderSets) {
+    TempDir tmp;
+    constexpr int kSets = 8;
+    constexpr uint64_t kTokens = 1000000;
+    gguf_test::Bytes vocab;
+    vocab.u32(static_cast<uint32_t>(gguf::ValueType::String)).u64(kTokens);
+    for (uint64_t i = 0; i < kTokens; ++i) vocab.str("token-" + std::to_string(i * 7919 % 100000000) + "-piece");
+    const uint64_t header_bytes = vocab.size();
+    gguf::Value tokens;
+    tokens.type = gguf::ValueType::Array;
+    tokens.raw = vocab.str();
+    const std::string model = gguf_test::build_gguf(
+        {{"general.architecture", gguf::Value::string("llama")}, {"tokenizer.ggml.tokens", std::move(tokens)}},
+        {{"a.weight", {64}, 0}, {"b.weight", {64}, 0}});
+    gguf_test::write_file(tmp / "model.gguf", model);
+    ASSERT_EQ(::mkdir((tmp / "src").c_str(), 0755), 0);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "-q", "--split-max-tensors", "1",
+                             tmp / "model.gguf", tmp / "src/m0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (int k = 1; k < kSets; ++k) {
+        for (int i = 1; i <= 2; ++i) {
+            const std::string shard = "-0000" + std::to_string(i) + "-of-00002.gguf";
+            gguf_test::copy_file(tmp / ("src/m0" + shard), tmp / ("src/m" + std::to_string(k) + shard));
+        }
+    }
+    rusage ru{};
+    pid_t pid = spawn({"check", tmp / "src"}, {}, tmp / "err");
+    int status = wait_child(pid, &ru);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << gguf_test::read_file(tmp / "err");
+    const long header_mib = static_cast<long>(header_bytes >> 20);
+    const long peak_mib = ru.ru_maxrss / 1024;
+    std::cout << "[ measured ] check of " << kSets << " sets with a " << header_mib << " MiB header: peak RSS "
+              << peak_mib << " MiB\n";
+    RecordProperty("check_max_rss_kib", std::to_string(ru.ru_maxrss));
+    // One set being validated holds its shards' parsed headers and its rendered header (a few
+    // times the header); all eight kept would be 8 headers more than that.
+    EXPECT_LT(peak_mib, 6 * header_mib + 32);
 }
 
 TEST(LargeModel, MergesMoreShardsThanTheDefaultOpenFileLimit) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "fs/filesystem.hpp"
 #include "fs/live.hpp"
 #include "gguf/catalog.hpp"
+#include "gguf/error.hpp"
 #include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
@@ -103,6 +105,7 @@ TEST(Snapshot, ChangedContentGetsANewInodeNeverAnOldOne) {
     InodeTable inodes;
     auto s1 = snapshot_of(src.path(), inodes);
     uint64_t ino1 = s1->find("a.txt")->ino;
+    auto held = s1->find("a.txt")->file->acquire();  // as a FUSE open holds it
     ::unlink((src / "a.txt").c_str());
     gguf_test::write_file(src / "a.txt", "two!");
     auto s2 = snapshot_of(src.path(), inodes, s1.get());
@@ -121,10 +124,13 @@ TEST(Snapshot, ChangedContentGetsANewInodeNeverAnOldOne) {
     auto s4 = snapshot_of(src.path(), inodes, s3.get());
     EXPECT_NE(s4->find("a.txt")->ino, ino1);
     EXPECT_NE(s4->find("a.txt")->ino, ino2);
-    // The old snapshot still serves its own bytes.
+    // A file opened before the change still serves its own bytes; the old snapshot, whose
+    // companion was not open, no longer opens it (the file it planned is gone).
     std::string buf(3, '\0');
-    EXPECT_EQ(s1->find("a.txt")->file->read(0, 3, buf.data()), 3);
+    EXPECT_EQ(held->read(0, 3, buf.data()), 3);
     EXPECT_EQ(buf, "one");
+    held.reset();
+    EXPECT_THROW(s1->find("a.txt")->file->acquire(), gguf::Error);
 }
 
 TEST(Snapshot, AttributeChangeWithoutNewContentIsAnAttributeChange) {
@@ -160,6 +166,29 @@ TEST(InodeTable, NumbersAreStableAndNeverReused) {
     EXPECT_EQ(t.assign("a", "2"), 4u);
     EXPECT_EQ(t.assign("a", "1"), 5u);  // back to old content: still a new number
     EXPECT_EQ(t.assign("b", "1"), 3u);
+}
+
+// Issue 14.4: the table kept every name ever seen. Names no longer served are now forgotten;
+// a name that comes back still gets a number never used before.
+TEST(InodeTable, NamesNoLongerServedAreForgottenAndTheirNumbersNeverReused) {
+    TempDir src;
+    InodeTable inodes;
+    for (int i = 0; i < 2000; ++i) gguf_test::write_file(src / ("f" + std::to_string(i) + ".txt"), "x");
+    auto s1 = snapshot_of(src.path(), inodes);
+    EXPECT_EQ(inodes.size(), 2000u);
+    const uint64_t old_ino = s1->find("f7.txt")->ino;
+    uint64_t highest = 0;
+    for (const Node& n : s1->nodes()) highest = std::max(highest, n.ino);
+    for (int i = 0; i < 2000; ++i) ::unlink((src / ("f" + std::to_string(i) + ".txt")).c_str());
+    gguf_test::write_file(src / "only.txt", "y");
+    auto s2 = snapshot_of(src.path(), inodes, s1.get());
+    EXPECT_EQ(inodes.size(), 1u);
+    gguf_test::write_file(src / "f7.txt", "x");
+    auto s3 = snapshot_of(src.path(), inodes, s2.get());
+    EXPECT_EQ(inodes.size(), 2u);
+    EXPECT_NE(s3->find("f7.txt")->ino, old_ino);
+    EXPECT_GT(s3->find("f7.txt")->ino, highest);
+    EXPECT_EQ(s3->find("only.txt")->ino, s2->find("only.txt")->ino);
 }
 
 TEST(LiveFilesystem, RescanReportsProblemsOnceAndAgainAfterTheyWereFixed) {

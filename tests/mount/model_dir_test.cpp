@@ -3,11 +3,13 @@
 // link loops, name clashes, and SOURCE changing while mounted (a download completing, a set
 // removed or a shard replaced under an open reader, SIGHUP). Every test mounts its own
 // temporary directory; TearDown always unmounts and reaps the daemon.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -54,6 +56,94 @@ protected:
 };
 
 // ---- directory rules ---------------------------------------------------------------------------
+
+// Issue 14.3: 16 levels of two links each to the next level (2^16 paths) used to keep the
+// daemon walking for seconds and end in EMFILE; each directory is now walked once.
+TEST_F(ModelDirTest, SymlinkFanOutMountsWellUnderASecond) {
+    const std::string src = gguf_test::make_link_fan_out(root_, 16);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(mount({}, src));
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "[ measured ] 16-level link fan-out mounted in " << ms << " ms\n";
+    EXPECT_LT(ms, 1000);
+    std::string leaf = mnt_;
+    for (int i = 0; i < 16; ++i) leaf += "/a";
+    EXPECT_EQ(gguf_test::read_file(leaf + "/leaf.txt"), "leaf");
+    EXPECT_FALSE(exists(mnt_ + "/b"));
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(lines_with(log(), "again (another link to it)").size(), 16u) << log();
+}
+
+// Issue 14.7: inotify watches followed the directory that was moved away, not the path: after
+// `mv SOURCE/sub away; mv new SOURCE/sub` new files in SOURCE/sub waited for the 1 s poll, and
+// writes in `away` still caused rescans. Watches are now dropped when their directory moves and
+// re-armed by path.
+TEST_F(ModelDirTest, DirectorySwappedUnderItsPathIsWatchedAtItsNewInode) {
+    ASSERT_EQ(::mkdir((src_ + "/sub").c_str(), 0755), 0);
+    gguf_test::write_file(src_ + "/sub/old.txt", "old");
+    ASSERT_TRUE(mount({"-v"}));
+    const std::string away = root_ + "/away", fresh = root_ + "/new";
+    ASSERT_EQ(::rename((src_ + "/sub").c_str(), away.c_str()), 0);
+    ASSERT_EQ(::mkdir(fresh.c_str(), 0755), 0);
+    ASSERT_EQ(::rename(fresh.c_str(), (src_ + "/sub").c_str()), 0);
+    ASSERT_TRUE(time_until([&] { return !exists(mnt_ + "/sub/old.txt"); }, kLiveUpdateLimit));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the swap's rescan is done
+
+    // Three new files, each seen within 0.3 s (the poll alone takes up to 1 s: three lucky
+    // polls in a row would be needed to pass without the watch).
+    for (int i = 0; i < 3; ++i) {
+        const std::string name = "new" + std::to_string(i) + ".txt";
+        gguf_test::write_file(src_ + "/sub/" + name, "new");
+        auto seen = time_until([&] { return exists(mnt_ + "/sub/" + name); }, std::chrono::milliseconds(2000));
+        ASSERT_TRUE(seen) << log();
+        std::cout << "[ measured ] " << name << " in the swapped-in SOURCE/sub seen after " << seen->count()
+                  << " ms\n";
+        EXPECT_LT(seen->count(), 300) << name;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    // Writes in the directory that left SOURCE trigger no rescan.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    const size_t rescans = lines_with(log(), "rescanned (").size();
+    for (int i = 0; i < 5; ++i) {
+        gguf_test::write_file(away + "/gone" + std::to_string(i) + ".txt", "x");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    EXPECT_EQ(lines_with(log(), "rescanned (").size(), rescans) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// Issue 14.4: an open directory handle pinned the whole snapshot it was opened in, so shards
+// deleted from SOURCE kept their disk space (open descriptors in the daemon) until it closed.
+TEST_F(ModelDirTest, OpenDirectoryHandleDoesNotKeepDeletedShardsOpen) {
+    copy_kvzoo(src_);
+    ASSERT_TRUE(mount());
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kKvzooMerged);
+    DIR* dir = ::opendir(mnt_.c_str());
+    ASSERT_NE(dir, nullptr);
+    ASSERT_NE(::readdir(dir), nullptr);  // the handle is open and in use
+    for (int i = 1; i <= 7; ++i) ASSERT_EQ(::unlink((src_ + "/" + kvzoo_shard(i)).c_str()), 0);
+    ASSERT_TRUE(time_until([&] { return !exists(mnt_ + "/kvzoo.gguf"); }, kLiveUpdateLimit));
+    auto deleted = [&] {
+        int n = 0;
+        const std::string fds = "/proc/" + std::to_string(daemon_.pid()) + "/fd";
+        for (const std::string& fd : list_dir(fds)) {
+            char target[4096];
+            ssize_t len = ::readlink((fds + "/" + fd).c_str(), target, sizeof target - 1);
+            if (len > 0 && std::string(target, static_cast<size_t>(len)).find("(deleted)") != std::string::npos) ++n;
+        }
+        return n;
+    };
+    auto none = time_until([&] { return deleted() == 0; }, std::chrono::milliseconds(1000));
+    EXPECT_TRUE(none) << deleted() << " deleted shard(s) still open in the daemon while a directory handle is open";
+    // The handle still lists what it was opened with.
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(dir)) names.push_back(e->d_name);
+    ::closedir(dir);
+    EXPECT_NE(std::find(names.begin(), names.end(), "kvzoo.gguf"), names.end());
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
 
 TEST_F(ModelDirTest, NestedFoldersMirrorTheSourceTree) {
     mkdir_p("Q4_K_M");

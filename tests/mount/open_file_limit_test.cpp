@@ -5,6 +5,7 @@
 // the merged file with the bytes of the offline merge and /proc/PID/limits shows the raised soft
 // limit; `gguf-mount merge` succeeds too. Controls with the hard limit also 64 (nothing to raise
 // to) show that 64 descriptors are really too few for this set.
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -116,6 +117,52 @@ TEST_F(OpenFileLimit, OfflineMergeStartedWithSoftLimit64Succeeds) {
     const std::string merged = root_ + "/merged-64.gguf";
     EXPECT_EQ(merge_with_limit(rlimit{kLowSoftLimit, limits_.rlim_max}, merged, &output), 0) << output;
     EXPECT_EQ(gguf_test::sha256_file(merged), reference_sha_);
+}
+
+/// Number of open descriptors of process `pid` (entries of /proc/PID/fd), or -1.
+int open_descriptors(pid_t pid) {
+    DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
+    if (!d) return -1;
+    int n = 0;
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+    return n;
+}
+
+// Issue 14.2: every served file used to keep a descriptor (plus an O_DIRECT one after the
+// start-up self-read), so 2,000 companions under RLIMIT_NOFILE 1024 lost the set and the
+// watcher. Now companions are opened on demand and closed at release.
+class DescriptorBound : public mount_test::MountFixture {};
+
+TEST_F(DescriptorBound, TwoThousandCompanionsAndASetUnderLimit1024) {
+    constexpr int kCompanions = 2000;
+    constexpr int kMaxDescriptors = 64;  // FUSE, inotify, pipes, log, 7 shards + their O_DIRECT twins
+    for (int i = 0; i < kCompanions; ++i) {
+        gguf_test::write_file(src_ + "/note-" + std::to_string(i) + ".txt", "companion " + std::to_string(i));
+    }
+    mount_test::copy_kvzoo(src_);
+    ASSERT_TRUE(mount({}, "", rlimit{1024, 1024}));
+    EXPECT_EQ(mount_test::list_dir(mnt_).size(), static_cast<size_t>(kCompanions + 1));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    // Every companion reads back (each open closes again at release).
+    int wrong = 0;
+    for (int i = 0; i < kCompanions; ++i) {
+        wrong += gguf_test::read_file(mnt_ + "/note-" + std::to_string(i) + ".txt") !=
+                 "companion " + std::to_string(i);
+    }
+    EXPECT_EQ(wrong, 0);
+    const int fds = open_descriptors(daemon_.pid());
+    std::cout << "[ measured ] " << kCompanions << " companions + a 7-shard set, RLIMIT_NOFILE 1024: " << fds
+              << " descriptors open in the daemon after reading every file\n";
+    EXPECT_GT(fds, 0);
+    EXPECT_LE(fds, kMaxDescriptors);
+    // The watcher runs: a new file shows up within the live-update promise.
+    gguf_test::write_file(src_ + "/late.txt", "late");
+    EXPECT_TRUE(mount_test::time_until([&] { return mount_test::exists(mnt_ + "/late.txt"); },
+                                       mount_test::kLiveUpdateLimit))
+        << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_TRUE(mount_test::lines_with(log(), "Too many open files").empty()) << log();
 }
 
 }  // namespace

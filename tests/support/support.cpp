@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -196,6 +197,21 @@ void cut_file(const std::string& from, const std::vector<std::string>& outputs) 
         size_t len = i + 1 == n ? bytes.size() - each * i : each;
         write_file(outputs[i], bytes.substr(each * i, len));
     }
+}
+
+std::string make_link_fan_out(const std::string& root, int levels) {
+    for (int i = 0; i <= levels; ++i) {
+        const std::string dir = root + "/lv" + std::to_string(i);
+        EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+        if (i == levels) {
+            write_file(dir + "/leaf.txt", "leaf");
+            break;
+        }
+        const std::string next = "../lv" + std::to_string(i + 1);
+        EXPECT_EQ(::symlink(next.c_str(), (dir + "/a").c_str()), 0) << dir;
+        EXPECT_EQ(::symlink(next.c_str(), (dir + "/b").c_str()), 0) << dir;
+    }
+    return root + "/lv0";
 }
 
 }  // namespace gguf_test

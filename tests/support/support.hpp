@@ -75,4 +75,10 @@ RunResult run(const std::vector<std::string>& argv);
 /// Path of the gguf-mount binary under test.
 std::string gguf_mount_binary();
 
+/// The symlink fan-out of issue 14.3 below the existing directory `root`: real directories
+/// ROOT/lv0 ... ROOT/lv`levels`, where lv`i` holds two links "a" and "b" to lv`i+1` and the
+/// last one holds "leaf.txt". Followed naively, lv0 expands to 2^levels paths. Returns lv0
+/// (the SOURCE to scan). Fails the current test on I/O errors.
+std::string make_link_fan_out(const std::string& root, int levels);
+
 }  // namespace gguf_test

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <chrono>
+#include <iostream>
 
 #include <gtest/gtest.h>
 
@@ -232,6 +234,42 @@ TEST(Catalog, LinkLoopIsReportedOnceAndNotFollowed) {
     EXPECT_EQ(c.problems[2].path, "self1");
     EXPECT_NE(c.problems[2].reason.find("symlink loop"), std::string::npos);
     EXPECT_EQ(c.problems[3].path, "self2");
+}
+
+// Issue 14.3: 16 levels of two links each to the next level expand to 2^16 paths; each
+// directory is now walked once and every other path to it is a Problem.
+TEST(Catalog, LinksThatFanOutWalkEachDirectoryOnce) {
+    TempDir root;
+    const std::string src = gguf_test::make_link_fan_out(root.path(), 16);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = gguf::build_catalog(src);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "[ measured ] 16-level link fan-out catalogued in " << ms << " ms\n";
+    EXPECT_LT(ms, 500);
+    std::string leaf;
+    for (int i = 0; i < 16; ++i) leaf += "a/";
+    EXPECT_EQ(entry_paths(c), std::vector<std::string>{leaf + "leaf.txt"});
+    ASSERT_EQ(c.problems.size(), 16u) << problems_text(c);
+    EXPECT_EQ(c.problems[0].path, "a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/b");
+    EXPECT_NE(c.problems[0].reason.find("the directory 'a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a' again (another link to it)"),
+              std::string::npos)
+        << problems_text(c);
+    EXPECT_EQ(c.problems[15].path, "b");
+}
+
+TEST(Catalog, EntriesBeyondMaxEntriesAreCutAndReported) {
+    TempDir src;
+    for (int i = 0; i < 10; ++i) gguf_test::write_file(src / ("f" + std::to_string(i) + ".txt"), "x");
+    gguf::CatalogOptions options;
+    options.max_entries = 4;
+    auto c = gguf::build_catalog(src.path(), options);
+    EXPECT_EQ(c.entries.size(), 4u);
+    ASSERT_EQ(c.problems.size(), 1u) << problems_text(c);
+    EXPECT_EQ(c.problems[0].path, ".");
+    EXPECT_NE(c.problems[0].reason.find("more than 4 entries under SOURCE"), std::string::npos) << problems_text(c);
+    options.max_entries = 10;
+    EXPECT_TRUE(gguf::build_catalog(src.path(), options).problems.empty());
 }
 
 TEST(Catalog, RealFileWinsAndFirstSourceNameWinsAmongVirtualOnes) {

@@ -2,11 +2,16 @@
 // streams and cached bytes) and the page-cache helpers it decides with. No mount: the shards
 // live in a temporary directory on the disk file system, where their pages can be evicted.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <utility>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/logical_file.hpp"
 #include "gguf/page_cache.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
@@ -269,6 +275,73 @@ TEST(PageCacheResidency, FollowsReadsAndEviction) {
     EXPECT_EQ(gguf::page_cache_residency(fd, 0, 4096), Residency::All);
     EXPECT_EQ(gguf::page_cache_residency(fd, 0, 8 * 4096), Residency::Partial);
     ::close(fd);
+}
+
+/// A file system mounted by the test below a temporary directory, unmounted (lazily) at the end.
+class TestMount {
+public:
+    TestMount(const std::string& target, const char* type, const std::string& options) : target_(target) {
+        ok_ = ::mount(type, target.c_str(), type, 0, options.c_str()) == 0;
+        error_ = ok_ ? 0 : errno;
+    }
+    ~TestMount() {
+        if (ok_) ::umount2(target_.c_str(), MNT_DETACH);
+    }
+    bool ok() const { return ok_; }
+    int error() const { return error_; }
+
+private:
+    std::string target_;
+    bool ok_ = false;
+    int error_ = 0;
+};
+
+/// Issue 14.6: on overlayfs cachestat(2) of the overlay descriptor reports nothing cached
+/// (the pages belong to the lower or upper file), so fully cached bytes were read from disk
+/// with O_DIRECT. A file whose every page is cached must be served buffered: on overlayfs (the
+/// file in the lower layer, as in a container image) and on tmpfs.
+TEST(PageCacheProbe, FullyCachedBytesAreNeverReadDirectOnOverlayfsOrTmpfs) {
+    gguf_test::TempDir root;
+    for (const char* d : {"lower", "upper", "work", "overlay", "tmpfs"}) {
+        ASSERT_EQ(::mkdir((root / d).c_str(), 0755), 0) << d;
+    }
+    std::string bytes(4 << 20, '\0');
+    std::mt19937_64 rng(14);
+    for (char& c : bytes) c = static_cast<char>(rng());
+    gguf_test::write_file(root / "lower/model.bin", bytes);
+    TestMount overlay(root / "overlay", "overlay",
+                      "lowerdir=" + root / "lower" + ",upperdir=" + root / "upper" + ",workdir=" + root / "work");
+    TestMount tmpfs(root / "tmpfs", "tmpfs", "size=16m");
+    if (!overlay.ok() && !tmpfs.ok()) {
+        GTEST_SKIP() << "the kernel refused both test mounts (overlay: " << std::strerror(overlay.error())
+                     << ", tmpfs: " << std::strerror(tmpfs.error()) << "); needs root";
+    }
+    if (tmpfs.ok()) gguf_test::write_file(root / "tmpfs/model.bin", bytes);
+    for (const auto& [name, ok] : {std::pair<std::string, bool>{"overlay", overlay.ok()}, {"tmpfs", tmpfs.ok()}}) {
+        if (!ok) {
+            std::cout << "[ skipped  ] " << name << ": the kernel refused the mount\n";
+            continue;
+        }
+        const std::string path = root / (name + "/model.bin");
+        EXPECT_EQ(gguf_test::read_file(path), bytes) << name;  // every page cached now
+        gguf::LogicalFile lf;
+        lf.path = path;
+        gguf::FilePart part;
+        part.path = path;
+        part.size = bytes.size();
+        lf.parts.push_back(part);
+        ServeBuffer buf(1 << 20);
+        int direct = 0;
+        for (int i = 0; i < 16; ++i) {
+            auto vf = VirtualFile::concatenation(lf);  // no stream history: every request is random
+            const uint64_t off = rng() % (bytes.size() - 65536) / 4096 * 4096;
+            gguf::Served s = vf.serve(off, 65536, buf.mem.get());
+            ASSERT_EQ(s.result, 65536) << name;
+            ASSERT_EQ(std::string(s.data, 65536), bytes.substr(off, 65536)) << name << " offset " << off;
+            direct += s.direct;
+        }
+        EXPECT_EQ(direct, 0) << name << ": fully cached bytes were read with O_DIRECT";
+    }
 }
 
 TEST(StreamTracker, WindowAroundRecentEndsAndOldestSlotIsReplaced) {
