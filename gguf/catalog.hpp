@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/layout.hpp"
@@ -120,6 +121,10 @@ struct WatchedPath {
 struct CatalogOptions {
     bool show_shards = false;  // also serve shard files and byte pieces as they are (rule 4)
     unsigned max_depth = 64;   // directories nested deeper are a Problem, not walked
+    /// Directories neither walked nor shown nor watched, by (st_dev, st_ino) as stat(2) gives them
+    /// through links: a mount point inside SOURCE (its directory before mounting, and the root of
+    /// the mount once mounted), so a mount never scans itself (README "Mount point rules").
+    std::vector<std::pair<dev_t, ino_t>> skip;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.
