@@ -145,8 +145,10 @@ struct WriteStats {
 /// naming the file for read/write errors (ENOSPC, EIO, ...) and for cancellation (errno EINTR).
 WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const WriteOptions& options = {});
 
-/// Throws gguf::Error(Code::Exists, "output file PATH already exists") when anything exists at
-/// `path` (lstat, so a dangling symlink counts too); Code::Io when it cannot be checked.
+/// Throws gguf::Error(Code::Exists) when anything exists at `path` (lstat, so a dangling symlink
+/// counts too): "PATH: is a directory; give the output file's name, e.g. PATH/model.gguf" for a
+/// directory, else "output file PATH already exists; remove it or choose another name";
+/// Code::Io when it cannot be checked.
 void ensure_absent(const std::string& path);
 
 /// fsyncs directory `dir` so that renames and unlinks in it are durable.
