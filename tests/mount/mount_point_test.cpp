@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -28,6 +30,35 @@ using mount_test::lines_with;
 using mount_test::list_dir;
 
 class MountPoint : public mount_test::MountFixture {};
+
+TEST(MountInfo, ParsesEscapedPathsOptionalFieldsAndTheTopmostMount) {
+    const std::string text =
+        "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+        "42 27 0:39 / /tmp/my\\040models ro,nosuid,nodev shared:12 master:3 - fuse.gguf-mount /src\\054x "
+        "ro,user_id=0\n"
+        "43 42 0:40 / /tmp/my\\040models ro - fuse.other srcb ro\n"
+        "garbage line\n";
+    auto all = gguf_mount::fs::parse_mountinfo(text);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[1].mount_point, "/tmp/my models");
+    EXPECT_EQ(all[1].fstype, "fuse.gguf-mount");
+    EXPECT_EQ(all[1].source, "/src,x");
+    EXPECT_EQ(all[1].mount_options, "ro,nosuid,nodev");
+    EXPECT_EQ(all[1].super_options, "ro,user_id=0");
+    EXPECT_EQ(all[1].major, 0u);
+    EXPECT_EQ(all[1].minor, 39u);
+    EXPECT_EQ(all[2].fstype, "fuse.other");
+}
+
+TEST(MountInfo, AbsoluteMountPathKeepsTheLastNameAndDropsTrailingSlashes) {
+    gguf_test::TempDir tmp;
+    char buf[PATH_MAX];
+    ASSERT_NE(::realpath(tmp.path().c_str(), buf), nullptr);
+    const std::string real = buf;
+    ASSERT_EQ(::mkdir((tmp / "m").c_str(), 0755), 0);
+    EXPECT_EQ(gguf_mount::fs::absolute_mount_path(tmp / "m/"), real + "/m");
+    EXPECT_EQ(gguf_mount::fs::absolute_mount_path(tmp / "missing"), real + "/missing");
+}
 
 /// Number of mounts stacked on `path` in /proc/self/mountinfo.
 size_t mounts_on(const std::string& path) {
