@@ -275,6 +275,10 @@ OutputFile OutputFile::create(const std::string& final_path) {
         int fd = ::mkostemp(buf.data(), O_CLOEXEC);
         if (fd < 0) {
             int e = errno;
+            if (e == ENOENT) {
+                throw Error(Code::Io, final_path + ": directory " + dir + " does not exist; create it first (mkdir -p " +
+                                          dir + ")", e);
+            }
             throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
         }
         f.fd_ = UniqueFd(fd);

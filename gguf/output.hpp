@@ -34,8 +34,8 @@ public:
     /// of `final_path` and locks it (flock LOCK_EX; kept until publish() or discard(); on a file
     /// system without flock the file is simply not locked). Does not check whether `final_path`
     /// exists (see ensure_absent and publish). Throws gguf::Error(Code::Io) naming the directory
-    /// when it cannot be created (missing directory, no permission, read-only file system,
-    /// no space or inodes left, ...).
+    /// when it cannot be created ("PATH: directory DIR does not exist; create it first (mkdir -p
+    /// DIR)"; no permission, read-only file system, no space or inodes left, ...).
     static OutputFile create(const std::string& final_path);
 
     OutputFile(OutputFile&& o) noexcept;

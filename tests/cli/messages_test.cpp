@@ -92,4 +92,13 @@ TEST(CliMessages, MergeIntoADirectoryAsksForAFileName) {
                          d.mnt.path() + "/model.gguf\n");
 }
 
+TEST(CliMessages, OutputIntoAMissingDirectorySaysToCreateIt) {
+    KvzooDirs d;
+    const std::string out = d.mnt / "no/such/dir/model.gguf";
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", d.src / kvzoo_shard(1), out});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: " + out + ": directory " + d.mnt / "no/such/dir" +
+                         " does not exist; create it first (mkdir -p " + d.mnt / "no/such/dir" + ")\n");
+}
+
 }  // namespace
