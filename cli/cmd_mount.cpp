@@ -66,7 +66,7 @@ struct FilteredOptions {
         "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
         "ro", "default_permissions",
         // access-time policies mean nothing on a read-only file system, and libfuse 3.14 rejects
-        // these; "nonempty" is a FUSE 2 option (FUSE 3 always allows a non-empty mount point).
+        // these; "nonempty" is a FUSE 2 option libfuse 3 rejects: here it means --allow-non-empty.
         "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "diratime",
         "nodiratime", "nonempty"};
     FilteredOptions out;
