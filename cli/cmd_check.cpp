@@ -133,10 +133,14 @@ void print_text(const gguf::Catalog& c) {
                     c.notes.size() == 1 ? "" : "s");
         for (const auto& n : c.notes) std::printf("  %s: %s\n", n.path.c_str(), n.reason.c_str());
     }
+    // A first-shard SOURCE is served as one file at the mount root: no directory to count.
+    std::string dirs;
+    if (base == c.source) {
+        dirs = std::to_string(c.directories.size()) + (c.directories.size() == 1 ? " directory, " : " directories, ");
+    }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
-                "%zu director%s, %zu problem(s)\n",
-                counts[0], counts[1], counts[2], counts[3], c.directories.size(),
-                c.directories.size() == 1 ? "y" : "ies", c.problems.size());
+                "%s%zu problem(s)\n",
+                counts[0], counts[1], counts[2], counts[3], dirs.c_str(), c.problems.size());
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 
 #ifdef GGUF_MOUNT_WITH_FUSE
 #include "fs/live.hpp"
+#include "fs/mount_point.hpp"
 #include "fs/session.hpp"
 #endif
 
@@ -46,6 +47,7 @@ struct FilteredOptions {
     std::vector<std::string> keep;     // passed to libfuse
     bool has_fsname = false;
     bool has_subtype = false;
+    bool nonempty = false;             // "nonempty" was given: same as --allow-non-empty
 };
 
 /// Sorts the user's -o options (already split at commas) into those for libfuse and those to
@@ -53,7 +55,8 @@ struct FilteredOptions {
 /// (_netdev, nofail, auto, noauto, user, users, nouser, owner, group, defaults, x-*,
 /// comment=*; as in mountpoint-s3's fstab.rs option_allowed), access-time policies that
 /// libfuse 3.14 rejects (relatime, strictatime, lazytime, nodiratime and their negations),
-/// FUSE 2's nonempty, and "ro" and "default_permissions" (always added).
+/// FUSE 2's nonempty (noted in `nonempty`: it allows a non-empty mount point, as
+/// --allow-non-empty does), and "ro" and "default_permissions" (always added).
 /// "rw" is dropped with a debug line: mount(8) passes it whenever "ro" is not given, and the
 /// mount is read-only whatever the options say.
 /// Dropped with a warning: "max_read=*" (fixed at 1 MiB to
@@ -63,12 +66,13 @@ struct FilteredOptions {
         "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
         "ro", "default_permissions",
         // access-time policies mean nothing on a read-only file system, and libfuse 3.14 rejects
-        // these; "nonempty" is a FUSE 2 option (FUSE 3 always allows a non-empty mount point).
+        // these; "nonempty" is a FUSE 2 option libfuse 3 rejects: here it means --allow-non-empty.
         "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "diratime",
         "nodiratime", "nonempty"};
     FilteredOptions out;
     for (const auto& o : given) {
         if (o.empty()) continue;
+        if (o == "nonempty") out.nonempty = true;
         if (mount8_only.count(o) || o.rfind("x-", 0) == 0 || o.rfind("comment=", 0) == 0) {
             spdlog::debug("ignoring mount option '{}' (meant for mount(8)/systemd or always set)", o);
             continue;
@@ -107,6 +111,8 @@ cxxopts::Options make_options() {
         ("s,single-thread", "serve requests on one thread")
         ("o", "mount options, comma separated: allow_other, fsname=..., ... (always ro); fstab-only options "
               "such as nofail, _netdev, noauto, x-* are ignored", cxxopts::value<std::vector<std::string>>(), "OPT[,OPT...]")
+        ("allow-non-empty", "mount over a non-empty mount point, hiding its files (refused otherwise; "
+                            "same as -o nonempty)")
         ("show-shards", "also show the shard files and byte pieces themselves (hidden by default)")
         ("v,verbose", "log at debug level (same as --log-level debug)")
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
@@ -146,6 +152,9 @@ int run_mount(int argc, char** argv) {
                     "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
                     "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
                     "SOURCE must be a valid set (else exit status 1, nothing mounted).\n"
+                    "MOUNTPOINT must be an empty directory (else --allow-non-empty) with nothing mounted\n"
+                    "on it; a dead gguf-mount mount there (its daemon was killed) is cleared first. It may\n"
+                    "lie inside SOURCE (it is never scanned); SOURCE may not lie inside it.\n"
                     "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount, or SIGTERM to the daemon).\n"
                     "\n"
                     "Examples:\n"
@@ -204,23 +213,28 @@ int run_mount(int argc, char** argv) {
         spdlog::error("{}: not a directory or a regular file", source_arg);
         return 1;
     }
-    struct stat mount_st {};
-    if (::stat(mount_arg.c_str(), &mount_st) != 0) {
-        spdlog::error("{}: {}", mount_arg, std::strerror(errno));
-        return 1;
-    }
-    if (!S_ISDIR(mount_st.st_mode)) {
-        spdlog::error("{}: mount point is not a directory", mount_arg);
-        return 1;
-    }
-    const std::string source = real_path(source_arg);
-    const std::string mountpoint = real_path(mount_arg);
+    // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
+    // blobs/<sha256>): resolve its directory only.
+    const std::string source = S_ISDIR(source_st.st_mode)
+                                   ? real_path(source_arg)
+                                   : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
+    const std::string mountpoint = fs::absolute_mount_path(mount_arg);
 
     FilteredOptions mo =
         filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
+    fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
+    for (const auto& line : mp.cleared) spdlog::info("{}", line);
+    if (!mp.refusal.empty()) {
+        spdlog::error("{}; nothing mounted", mp.refusal);
+        return 1;
+    }
 
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
+    // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
+    // run_session adds the mount's root as well.
+    struct stat mount_st {};
+    if (::stat(mountpoint.c_str(), &mount_st) == 0) copt.skip.emplace_back(mount_st.st_dev, mount_st.st_ino);
     fs::LiveFilesystem live(source, copt);
     fs::RescanResult first;
     try {
@@ -233,6 +247,16 @@ int run_mount(int argc, char** argv) {
         if (n.directory) continue;
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
+    const size_t served = live.current()->file_count();
+    if (served == 0 && !S_ISDIR(source_st.st_mode)) {
+        // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
+        for (const auto& p : first.new_problems) spdlog::error("{}; nothing mounted", p.reason);
+        for (const auto& e : first.errors) spdlog::error("{}: cannot be opened: {}; nothing mounted", source_arg, e);
+        if (first.new_problems.empty() && first.errors.empty()) {
+            spdlog::error("{}: nothing to serve; nothing mounted", source_arg);
+        }
+        return 1;
+    }
     for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
@@ -240,12 +264,7 @@ int run_mount(int argc, char** argv) {
         spdlog::warn("{}: too many files to keep open: {} set(s) have their shards opened on demand (raise the "
                      "descriptor limit, LimitNOFILE=, to keep them open)", source_arg, first.unpinned);
     }
-    const size_t served = live.current()->file_count();
     if (served == 0) {
-        if (!S_ISDIR(source_st.st_mode)) {
-            spdlog::error("{}: not a complete gguf-split set; nothing mounted", source_arg);
-            return 1;
-        }
         spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", source_arg);
     }
 

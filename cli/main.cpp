@@ -1,8 +1,12 @@
 // gguf-mount entry point: dispatches to a subcommand. Invoked as mount.gguf-mount or
 // mount.fuse.gguf-mount (by mount(8)), it behaves as `gguf-mount mount`.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 
@@ -22,6 +26,43 @@ void print_usage() {
         "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
         "'gguf-mount split --help', 'merge --help', 'check --help' for the others.\n",
         GGUF_MOUNT_VERSION);
+}
+
+constexpr const char* kCommands[] = {"split", "merge", "check", "mount"};
+
+/// Levenshtein distance of `a` and `b` (insert, delete, substitute: 1 each).
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+/// The command `word` is most likely a typo of: the closest one within 2 edits, or "" when
+/// `word` names an existing path (a SOURCE), contains '/' or is close to no command.
+std::string mistyped_command(const std::string& word) {
+    struct stat st {};
+    if (word.empty() || word[0] == '-' || word.find('/') != std::string::npos || ::lstat(word.c_str(), &st) == 0) {
+        return "";
+    }
+    std::string best;
+    size_t best_distance = 3;
+    for (const char* c : kCommands) {
+        size_t d = edit_distance(word, c);
+        if (d < best_distance) {
+            best_distance = d;
+            best = c;
+        }
+    }
+    return best;
 }
 
 }  // namespace
@@ -60,5 +101,14 @@ int main(int argc, char** argv) {
     if (cmd == "merge") return run_merge(argc - 1, argv + 1);
     if (cmd == "check") return run_check(argc - 1, argv + 1);
     if (cmd == "mount") return run_mount(argc - 1, argv + 1);
+    // `gguf-mount SOURCE MOUNTPOINT`: the first word is a path, unless it is a typo of a command.
+    std::string guess = mistyped_command(cmd);
+    if (!guess.empty()) {
+        std::fprintf(stderr,
+                     "gguf-mount: unknown command '%s' (and no file or directory of that name); did you mean '%s'? "
+                     "(commands: split, merge, check, mount; see 'gguf-mount --help')\n",
+                     cmd.c_str(), guess.c_str());
+        return 2;
+    }
     return run_mount(argc, argv);
 }

@@ -76,6 +76,11 @@ public:
     /// Number of inodes the kernel holds references to (for tests and the log).
     size_t known_inodes() const;
 
+    /// Never walk the directory (dev, ino) again (CatalogOptions::skip): the root of this mount
+    /// when the mount point lies inside SOURCE. Call only from the thread that calls rescan(),
+    /// or before the thread that rescans starts.
+    void skip_directory(dev_t dev, ino_t ino) { options_.skip.emplace_back(dev, ino); }
+
     /// SOURCE as given to the constructor (a directory or a first shard).
     const std::string& source() const noexcept { return source_; }
 

@@ -21,6 +21,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "fs/access.hpp"
+#include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/threads.hpp"
 
@@ -259,6 +260,10 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
                       mnt);
         return 1;
     }
+    // A mount point inside SOURCE: from now on stat() of it gives the root of this mount (the
+    // device number is in mountinfo at once; stat() would wait for INIT, which nobody reads
+    // yet). The watcher, started below, must never walk into it.
+    if (std::optional<MountInfo> m = topmost_mount(mnt)) live.skip_directory(makedev(m->major, m->minor), kRootInode);
     const size_t files = live.current()->file_count();
     spdlog::info("{}: mounted ({} file{})", mnt, files, files == 1 ? "" : "s");
 

@@ -312,7 +312,16 @@ public:
         std::vector<Listed> files;
         std::vector<Subdir> subdirs;
         std::set<std::string> real_names;
+        const size_t before = out_.problems.size();
         if (list(dir, "", &files, &subdirs, &real_names)) scan_files(dir, "", files, real_names, &base);
+        // The catalog of one set shows nothing else, so "not shown" would say nothing.
+        static const std::string kNotShown = "; not shown";
+        for (size_t i = before; i < out_.problems.size(); ++i) {
+            std::string& r = out_.problems[i].reason;
+            if (r.size() > kNotShown.size() && r.compare(r.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0) {
+                r.resize(r.size() - kNotShown.size());
+            }
+        }
     }
 
 private:
@@ -400,6 +409,8 @@ private:
                 continue;
             }
             if (S_ISDIR(st.st_mode)) {
+                const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+                if (std::find(options_.skip.begin(), options_.skip.end(), id) != options_.skip.end()) continue;
                 subdirs->push_back(Subdir{name, full, st});
             } else if (S_ISREG(st.st_mode)) {
                 Listed l;

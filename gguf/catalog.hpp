@@ -53,6 +53,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/layout.hpp"
@@ -168,6 +169,10 @@ struct CatalogOptions {
     /// a merged set's layout, which holds its whole rendered header, is released as soon as the
     /// entry is recorded: peak memory is then that of one set, not the sum of all headers.
     bool keep_layouts = true;
+    /// Directories neither walked nor shown nor watched, by (st_dev, st_ino) as stat(2) gives them
+    /// through links: a mount point inside SOURCE (its directory before mounting, and the root of
+    /// the mount once mounted), so a mount never scans itself (README "Mount point rules").
+    std::vector<std::pair<dev_t, ino_t>> skip;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.

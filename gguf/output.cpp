@@ -275,6 +275,10 @@ OutputFile OutputFile::create(const std::string& final_path) {
         int fd = ::mkostemp(buf.data(), O_CLOEXEC);
         if (fd < 0) {
             int e = errno;
+            if (e == ENOENT) {
+                throw Error(Code::Io, final_path + ": directory " + dir + " does not exist; create it first (mkdir -p " +
+                                          dir + ")", e);
+            }
             throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
         }
         f.fd_ = UniqueFd(fd);
@@ -382,7 +386,13 @@ WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const Writ
 
 void ensure_absent(const std::string& path) {
     struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) throw Error(Code::Exists, "output file " + path + " already exists");
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            throw Error(Code::Exists, path + ": is a directory; give the output file's name, e.g. " +
+                                          (path.back() == '/' ? path : path + "/") + "model.gguf");
+        }
+        throw Error(Code::Exists, "output file " + path + " already exists; remove it or choose another name");
+    }
     int e = errno;
     if (e != ENOENT) throw_io(path + ": cannot check whether it exists", e);
 }

@@ -34,8 +34,8 @@ public:
     /// of `final_path` and locks it (flock LOCK_EX; kept until publish() or discard(); on a file
     /// system without flock the file is simply not locked). Does not check whether `final_path`
     /// exists (see ensure_absent and publish). Throws gguf::Error(Code::Io) naming the directory
-    /// when it cannot be created (missing directory, no permission, read-only file system,
-    /// no space or inodes left, ...).
+    /// when it cannot be created ("PATH: directory DIR does not exist; create it first (mkdir -p
+    /// DIR)"; no permission, read-only file system, no space or inodes left, ...).
     static OutputFile create(const std::string& final_path);
 
     OutputFile(OutputFile&& o) noexcept;
@@ -145,8 +145,10 @@ struct WriteStats {
 /// naming the file for read/write errors (ENOSPC, EIO, ...) and for cancellation (errno EINTR).
 WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const WriteOptions& options = {});
 
-/// Throws gguf::Error(Code::Exists, "output file PATH already exists") when anything exists at
-/// `path` (lstat, so a dangling symlink counts too); Code::Io when it cannot be checked.
+/// Throws gguf::Error(Code::Exists) when anything exists at `path` (lstat, so a dangling symlink
+/// counts too): "PATH: is a directory; give the output file's name, e.g. PATH/model.gguf" for a
+/// directory, else "output file PATH already exists; remove it or choose another name";
+/// Code::Io when it cannot be checked.
 void ensure_absent(const std::string& path);
 
 /// fsyncs directory `dir` so that renames and unlinks in it are durable.

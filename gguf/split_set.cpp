@@ -122,11 +122,13 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
     SplitSet set;
     auto name = parse_shard_name(first);
     if (!name) {
-        throw Error(Code::BadSplit, first + ": name does not end in -00001-of-NNNNN.gguf (not a first shard)");
+        throw Error(Code::BadSplit, first + ": name does not end in -00001-of-NNNNN.gguf (not a first shard); give the "
+                                           "first shard of a gguf-split set");
     }
     if (name->index != 1) {
-        throw Error(Code::BadSplit, first + ": is shard " + std::to_string(name->index) + ", not the first shard " +
-                                        base_name(shard_path(name->prefix, 1, name->count)));
+        throw Error(Code::BadSplit, first + ": is shard " + std::to_string(name->index) + " of " +
+                                        std::to_string(name->count) + ", not the first shard; give " +
+                                        base_name(shard_path(name->prefix, 1, name->count)) + " instead");
     }
     set.prefix_ = name->prefix;
 

@@ -347,7 +347,7 @@ TEST_F(MergeErrors, OutputExistsIsCheckedBeforeReadingAnything) {
 
 TEST_F(MergeErrors, OutputDirectoryMissing) {
     auto r = gm({"merge", first_, tmp_ / "no/such/merged.gguf"});
-    expect_failure(r, 1, {"no/such", "No such file or directory"}, tmp_.path(), names_);
+    expect_failure(r, 1, {"no/such", "does not exist; create it first"}, tmp_.path(), names_);
 }
 
 TEST_F(MergeErrors, UsageErrors) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fs/mount_point.hpp"
 #include "support/support.hpp"
 
 extern char** environ;
@@ -25,19 +26,6 @@ namespace mount_test {
 namespace {
 
 constexpr milliseconds kPollInterval{10};
-
-std::string decode_mountinfo_field(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-            out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-            i += 3;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
 
 }  // namespace
 
@@ -74,29 +62,17 @@ bool fuse_available(std::string* why) {
 }
 
 std::optional<MountEntry> find_mount(const std::string& mount_point) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::optional<MountEntry> found;
-    std::string line;
-    while (std::getline(in, line)) {
-        // id parent major:minor root mount_point mount_options [optional fields...] - fstype source super_options
-        std::istringstream ls(line);
-        std::vector<std::string> f;
-        std::string w;
-        while (ls >> w) f.push_back(w);
-        if (f.size() < 10) continue;
-        if (decode_mountinfo_field(f[4]) != mount_point) continue;
-        auto sep = std::find(f.begin() + 6, f.end(), "-");
-        if (sep == f.end() || f.end() - sep < 4) continue;
-        MountEntry e;
-        e.mount_point = mount_point;
-        e.mount_options = f[5];
-        e.fstype = *(sep + 1);
-        e.source = decode_mountinfo_field(*(sep + 2));
-        e.super_options = *(sep + 3);
-        std::sscanf(f[2].c_str(), "%u:%u", &e.major, &e.minor);
-        found = e;  // keep the last (topmost) one
-    }
-    return found;
+    std::optional<gguf_mount::fs::MountInfo> m = gguf_mount::fs::topmost_mount(mount_point);
+    if (!m) return std::nullopt;
+    MountEntry e;
+    e.mount_point = m->mount_point;
+    e.fstype = m->fstype;
+    e.source = m->source;
+    e.mount_options = m->mount_options;
+    e.super_options = m->super_options;
+    e.major = m->major;
+    e.minor = m->minor;
+    return e;
 }
 
 bool unmount(const std::string& mount_point) {

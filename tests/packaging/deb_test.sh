@@ -78,7 +78,7 @@ mount --fstab "$work/fstab" "$mnt"
 [ "$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)" = "$expected" ] || fail "wrong merged sha256 via fstab"
 umount "$mnt"
 
-echo "== a killed daemon leaves a mount that fusermount3 -u clears"
+echo "== a killed daemon leaves a dead mount; the next mount clears it and does not stack"
 mount -t fuse.gguf-mount "$work/src" "$mnt"
 # The daemon is the newest process with this command line: the parent that daemonized it may
 # still be exiting (seen in CI: the old `head -1` picked it, and the live daemon went on serving).
@@ -96,8 +96,14 @@ if dd if="$mnt/kvzoo.gguf" of=/dev/null bs=4096 count=1 iflag=direct 2>"$work/dd
   fail "a dead mount still served data"
 fi
 grep -q "Transport endpoint is not connected" "$work/dd.err" || fail "unexpected error: $(cat "$work/dd.err")"
-fusermount3 -u "$mnt"
-grep -qs " $mnt " /proc/mounts && fail "fusermount3 -u did not clear the dead mount"
+mount -t fuse.gguf-mount "$work/src" "$mnt" || fail "the mount over a dead gguf-mount mount was refused"
+[ "$(grep -c " $mnt " /proc/mounts)" = 1 ] || fail "a mount was stacked on the dead one"
+[ "$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)" = "$expected" ] || fail "wrong merged sha256 after the remount"
+echo "== a second mount on a live mount point is refused"
+if mount -t fuse.gguf-mount "$work/src" "$mnt" 2>"$work/second.err"; then fail "mounted twice"; fi
+grep -q "already mounted" "$work/second.err" || fail "unexpected message: $(cat "$work/second.err")"
+umount "$mnt"
+grep -qs " $mnt " /proc/mounts && fail "a mount is left after umount (a stacked dead one?)"
 
 echo "== dpkg -r"
 dpkg -r gguf-mount >/dev/null

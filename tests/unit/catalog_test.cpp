@@ -103,6 +103,29 @@ TEST(Catalog, NestedTreeCompanionsAndHiddenShards) {
     EXPECT_EQ(bytes_of(*find(c, "README.md")), "# model\n");
 }
 
+// A mount point inside SOURCE (CatalogOptions::skip) is neither walked, shown nor watched, also
+// when reached through a link.
+TEST(Catalog, SkippedDirectoryIsNeitherWalkedShownNorWatched) {
+    TempDir src;
+    mkdirs(src / "mnt");
+    mkdirs(src / "models");
+    copy_kvzoo(src / "models");
+    copy_kvzoo(src / "mnt");  // what a mount there would show: must not appear twice
+    ASSERT_EQ(::symlink("mnt", (src / "link-to-mnt").c_str()), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat((src / "mnt").c_str(), &st), 0);
+    gguf::CatalogOptions opt;
+    opt.skip.emplace_back(st.st_dev, st.st_ino);
+
+    auto c = gguf::build_catalog(src.path(), opt);
+    EXPECT_EQ(entry_paths(c), std::vector<std::string>{"models/kvzoo.gguf"});
+    std::vector<std::string> dirs;
+    for (const auto& d : c.directories) dirs.push_back(d.path);
+    EXPECT_EQ(dirs, (std::vector<std::string>{"", "models"}));
+    for (const auto& w : c.watched) EXPECT_EQ(w.path.find("mnt"), std::string::npos) << w.path;
+    EXPECT_TRUE(c.problems.empty()) << problems_text(c);
+}
+
 TEST(Catalog, ShowShardsServesShardFilesAndPiecesAsTheyAre) {
     TempDir src;
     copy_kvzoo(src.path());

@@ -1,0 +1,104 @@
+// User messages for the faults new users hit (issue 13.6): each is one line that says what is
+// wrong and what to do, asserted exactly.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_test::fixture;
+using gguf_test::TempDir;
+
+std::string kvzoo_shard(int i) { return "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf"; }
+
+/// realpath(3) of `p` (the mount resolves SOURCE's directory, so messages name the real path).
+std::string real(const std::string& p) {
+    char buf[PATH_MAX];
+    return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+/// A directory with the 7 kvzoo shards, and an empty directory to mount on.
+struct KvzooDirs {
+    TempDir src, mnt;
+    KvzooDirs() {
+        for (int i = 1; i <= 7; ++i) gguf_test::copy_file(fixture("kvzoo/t7/" + kvzoo_shard(i)), src / kvzoo_shard(i));
+    }
+};
+
+TEST(CliMessages, MistypedCommandIsUnknownAndTheClosestIsSuggested) {
+    for (auto [typed, meant] : {std::pair<std::string, std::string>{"merg", "merge"}, {"chek", "check"},
+                                {"spilt", "split"}}) {
+        auto r = gguf_test::run({gguf_test::gguf_mount_binary(), typed, "a", "b"});
+        EXPECT_EQ(r.exit_code, 2) << typed;
+        EXPECT_EQ(r.err, "gguf-mount: unknown command '" + typed +
+                             "' (and no file or directory of that name); did you mean '" + meant +
+                             "'? (commands: split, merge, check, mount; see 'gguf-mount --help')\n");
+    }
+    // A word close to no command is taken as SOURCE, which does not exist.
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "no-such-models", "b"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: no-such-models: No such file or directory\n");
+}
+
+TEST(CliMessages, SecondShardAsMountSourceIsOneLineNamingTheFirstShard) {
+    KvzooDirs d;
+    const std::string second = real(d.src.path()) + "/" + kvzoo_shard(2);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), d.src / kvzoo_shard(2), d.mnt.path(), "-f"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + second +
+                         ": is shard 2 of 7, not the first shard; give kvzoo-00001-of-00007.gguf instead; "
+                         "nothing mounted\n");
+}
+
+TEST(CliMessages, FirstShardThatIsNotGgufSaysSoWithoutNotShown) {
+    TempDir src, mnt;
+    gguf_test::write_file(src / "junk-00001-of-00002.gguf", "this is not a GGUF file\n");
+    gguf_test::write_file(src / "junk-00002-of-00002.gguf", "neither is this one\n");
+    const std::string first = real(src.path()) + "/junk-00001-of-00002.gguf";
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), src / "junk-00001-of-00002.gguf", mnt.path(), "-f"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + first + ": offset 0: not a GGUF file (bad magic); nothing mounted\n");
+
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", src / "junk-00001-of-00002.gguf"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("1 problem:\n  junk.gguf: " + src / "junk-00001-of-00002.gguf" +
+                         ": offset 0: not a GGUF file (bad magic)\n"),
+              std::string::npos)
+        << r.out;
+}
+
+TEST(CliMessages, CheckOfAFirstShardCountsNoDirectory) {
+    KvzooDirs d;
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", d.src / kvzoo_shard(1)});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_GE(r.out.size(), 2u);
+    const std::string last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+    EXPECT_EQ(last,
+              "summary: 1 merged set(s), 0 byte-split file(s), 0 companion file(s), 0 shard file(s) shown, "
+              "0 problem(s)\n");
+}
+
+TEST(CliMessages, MergeIntoADirectoryAsksForAFileName) {
+    KvzooDirs d;
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", d.src / kvzoo_shard(1), d.mnt.path()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: " + d.mnt.path() + ": is a directory; give the output file's name, e.g. " +
+                         d.mnt.path() + "/model.gguf\n");
+}
+
+TEST(CliMessages, OutputIntoAMissingDirectorySaysToCreateIt) {
+    KvzooDirs d;
+    const std::string out = d.mnt / "no/such/dir/model.gguf";
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", d.src / kvzoo_shard(1), out});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: " + out + ": directory " + d.mnt / "no/such/dir" +
+                         " does not exist; create it first (mkdir -p " + d.mnt / "no/such/dir" + ")\n");
+}
+
+}  // namespace

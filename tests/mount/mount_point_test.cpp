@@ -1,0 +1,228 @@
+// The mount point rules (README "Mount point rules", fs/mount_point.hpp): a dead mount of ours is
+// cleared and never stacked on, a live mount is refused and keeps serving, a non-empty mount
+// point needs --allow-non-empty, a mount point inside SOURCE is never scanned, and SOURCE inside
+// the mount point is refused.
+#include <linux/magic.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fs/mount_point.hpp"
+#include "mount/mount_fixture.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_test::fixture;
+using mount_test::find_mount;
+using mount_test::lines_with;
+using mount_test::list_dir;
+
+class MountPoint : public mount_test::MountFixture {};
+
+TEST(MountInfo, ParsesEscapedPathsOptionalFieldsAndTheTopmostMount) {
+    const std::string text =
+        "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+        "42 27 0:39 / /tmp/my\\040models ro,nosuid,nodev shared:12 master:3 - fuse.gguf-mount /src\\054x "
+        "ro,user_id=0\n"
+        "43 42 0:40 / /tmp/my\\040models ro - fuse.other srcb ro\n"
+        "garbage line\n";
+    auto all = gguf_mount::fs::parse_mountinfo(text);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[1].mount_point, "/tmp/my models");
+    EXPECT_EQ(all[1].fstype, "fuse.gguf-mount");
+    EXPECT_EQ(all[1].source, "/src,x");
+    EXPECT_EQ(all[1].mount_options, "ro,nosuid,nodev");
+    EXPECT_EQ(all[1].super_options, "ro,user_id=0");
+    EXPECT_EQ(all[1].major, 0u);
+    EXPECT_EQ(all[1].minor, 39u);
+    EXPECT_EQ(all[2].fstype, "fuse.other");
+}
+
+TEST(MountInfo, AbsoluteMountPathKeepsTheLastNameAndDropsTrailingSlashes) {
+    gguf_test::TempDir tmp;
+    char buf[PATH_MAX];
+    ASSERT_NE(::realpath(tmp.path().c_str(), buf), nullptr);
+    const std::string real = buf;
+    ASSERT_EQ(::mkdir((tmp / "m").c_str(), 0755), 0);
+    EXPECT_EQ(gguf_mount::fs::absolute_mount_path(tmp / "m/"), real + "/m");
+    EXPECT_EQ(gguf_mount::fs::absolute_mount_path(tmp / "missing"), real + "/missing");
+}
+
+/// Number of mounts stacked on `path` in /proc/self/mountinfo.
+size_t mounts_on(const std::string& path) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    size_t n = 0;
+    for (const auto& m : gguf_mount::fs::parse_mountinfo(ss.str())) n += m.mount_point == path;
+    return n;
+}
+
+/// Runs gguf-mount SOURCE MNT -f extra... that is expected to refuse: returns its exit status and
+/// stderr; if it mounted instead, unmounts it and fails the test.
+gguf_test::RunResult run_refused(const std::string& source, const std::string& mnt,
+                                 const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), source, mnt, "-f"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    mount_test::Daemon d;
+    gguf_test::TempDir logdir;
+    const std::string log = logdir.path() + "/log";
+    gguf_test::RunResult r;
+    if (!d.start(argv, log)) {
+        ADD_FAILURE() << "cannot start gguf-mount";
+        return r;
+    }
+    auto code = d.wait_exit();
+    if (!code) {
+        ADD_FAILURE() << "gguf-mount did not refuse (still running); stopping it";
+        d.stop(mnt);
+        code = d.exit_code();
+    }
+    r.exit_code = code ? *code : -1;
+    r.err = gguf_test::read_file(log);
+    return r;
+}
+
+TEST_F(MountPoint, DeadMountOfAKilledDaemonIsClearedAndNotStackedOn) {
+    mount_test::copy_kvzoo(src_);
+    ASSERT_TRUE(mount());
+    ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
+    ASSERT_TRUE(daemon_.wait_exit());
+    struct statfs sfs {};
+    ASSERT_NE(::statfs(mnt_.c_str(), &sfs), 0);
+    ASSERT_EQ(errno, ENOTCONN) << "the killed daemon should leave a dead mount";
+
+    ASSERT_TRUE(start());
+    // The device number of the dead mount may be reused: wait until the mount answers again.
+    auto replaced = mount_test::time_until([&] {
+        return ::statfs(mnt_.c_str(), &sfs) == 0 && static_cast<unsigned long>(sfs.f_type) == FUSE_SUPER_MAGIC;
+    });
+    ASSERT_TRUE(replaced) << log();
+    EXPECT_EQ(mounts_on(mnt_), 1u) << "a mount is stacked on the dead one";
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(lines_with(log(), "cleared a dead gguf-mount mount").size(), 1u) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(mounts_on(mnt_), 0u) << "the dead mount came back after the unmount";
+}
+
+TEST_F(MountPoint, DeadMountOfAnotherTypeIsRefusedWithTheCommandThatClearsIt) {
+    copy_case_shards("notensors/t7", src_);
+    ASSERT_TRUE(mount({"-o", "subtype=othertool"}));
+    ASSERT_EQ(find_mount(mnt_)->fstype, "fuse.othertool");
+    ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
+    ASSERT_TRUE(daemon_.wait_exit());
+
+    auto r = run_refused(src_, mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + mnt_ + ": a dead fuse.othertool mount is there (Transport endpoint is " +
+                         "not connected: its daemon is gone); clear it with 'fusermount3 -uz " + mnt_ +
+                         "', then mount again; nothing mounted\n");
+    EXPECT_EQ(mounts_on(mnt_), 1u);  // left alone (TearDown clears it)
+}
+
+TEST_F(MountPoint, SecondMountOnALiveMountPointIsRefusedAndTheFirstKeepsServing) {
+    mount_test::copy_kvzoo(src_);
+    ASSERT_TRUE(mount());
+    auto r = run_refused(src_, mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + mnt_ + ": already mounted (fuse.gguf-mount from " + src_ +
+                         "); unmount it first with 'fusermount3 -u " + mnt_ +
+                         "', or choose another mount point; nothing mounted\n");
+    EXPECT_EQ(mounts_on(mnt_), 1u);
+    EXPECT_TRUE(daemon_.running());
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+TEST_F(MountPoint, NonEmptyMountPointIsRefusedUnlessAllowed) {
+    copy_case_shards("notensors/t7", src_);
+    gguf_test::write_file(mnt_ + "/notes.txt", "mine\n");
+    auto r = run_refused(src_, mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + mnt_ + ": mount point is not empty (it holds 'notes.txt'), and the " +
+                         "mount would hide its files; use an empty directory, or pass --allow-non-empty " +
+                         "(-o nonempty) to mount over them; nothing mounted\n");
+    EXPECT_EQ(mounts_on(mnt_), 0u);
+
+    for (const std::vector<std::string>& allow : {std::vector<std::string>{"--allow-non-empty"},
+                                                   std::vector<std::string>{"-o", "nonempty"}}) {
+        ASSERT_TRUE(mount(allow)) << allow.back();
+        EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"notensors.gguf"});
+        EXPECT_EQ(unmount_and_wait(), 0) << log();
+        EXPECT_EQ(gguf_test::read_file(mnt_ + "/notes.txt"), "mine\n");
+    }
+}
+
+TEST_F(MountPoint, MountPointInsideSourceIsNeverScannedAndUnmounts) {
+    copy_case_shards("notensors/t7", src_);
+    mnt_ = src_ + "/mnt";  // TearDown unmounts this one
+    ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
+    ASSERT_TRUE(mount());
+    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"notensors.gguf"});
+    // Changes in SOURCE make the daemon rescan; each rescan must leave its own mount alone.
+    for (const char* name : {"a.txt", "b.txt"}) {
+        gguf_test::write_file(src_ + "/" + name, name);
+        ASSERT_TRUE(mount_test::time_until([&] { return mount_test::exists(mnt_ + "/" + name); })) << log();
+    }
+    ::kill(daemon_.pid(), SIGHUP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_EQ(list_dir(mnt_), (std::vector<std::string>{"a.txt", "b.txt", "notensors.gguf"}));
+    EXPECT_FALSE(mount_test::exists(mnt_ + "/mnt"));
+    auto r = gguf_test::run({mount_test::fusermount3_path(), "-u", mnt_});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(daemon_.wait_exit(), 0) << log();
+}
+
+TEST_F(MountPoint, SourceThatIsOrLiesInsideTheMountPointIsRefused) {
+    auto r = run_refused(mnt_, mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: SOURCE " + mnt_ + " is the mount point: the mount would hide it; choose a " +
+                         "mount point outside SOURCE (e.g. a new empty directory next to it); nothing mounted\n");
+
+    // A first shard inside the mount point: its set would be hidden by the mount.
+    const std::string inner = mnt_ + "/models";
+    ASSERT_EQ(::mkdir(inner.c_str(), 0755), 0);
+    mount_test::copy_kvzoo(inner);
+    const std::string first = inner + "/" + mount_test::kvzoo_shard(1);
+    r = run_refused(first, mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: SOURCE " + first + " is inside the mount point " + mnt_ +
+                         ": the mount would hide it; choose a mount point outside SOURCE (e.g. a new empty " +
+                         "directory next to it); nothing mounted\n");
+    EXPECT_EQ(mounts_on(mnt_), 0u);
+}
+
+// Hugging Face cache: snapshots/<rev>/x-00001-of-00007.gguf -> ../../blobs/<hash>. The set is
+// recognised by the link names the user gave, and served byte-exact.
+TEST_F(MountPoint, SymlinkedFirstShardSourceAsInTheHuggingFaceCache) {
+    const std::string blobs = src_ + "/blobs", snap = src_ + "/snapshots", rev = snap + "/r1";
+    ASSERT_EQ(::mkdir(blobs.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(snap.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(rev.c_str(), 0755), 0);
+    for (int i = 1; i <= 7; ++i) {
+        const std::string blob = "blob" + std::to_string(1000 + i * 37);
+        gguf_test::write_file(blobs + "/" + blob,
+                              gguf_test::read_file(fixture("kvzoo/t7/" + mount_test::kvzoo_shard(i))));
+        ASSERT_EQ(::symlink(("../../blobs/" + blob).c_str(), (rev + "/" + mount_test::kvzoo_shard(i)).c_str()), 0);
+    }
+    const std::string first = rev + "/" + mount_test::kvzoo_shard(1);
+    ASSERT_TRUE(mount({}, first));
+    EXPECT_EQ(list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"});
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(find_mount(mnt_)->source, first);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace
