@@ -26,6 +26,7 @@
 
 #include "gguf/error.hpp"
 #include "gguf/reader.hpp"
+#include "gguf/text.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
 
@@ -48,8 +49,8 @@ bool verbose() {
 }
 
 void check_message(const gguf::Error& e) {
-    std::string_view m = e.what();
-    check(!m.empty() && m.size() <= 4096);
+    const std::string m = gguf::escape(e.what());  // as every front end prints it
+    check(!m.empty() && m.size() <= 8192);
     for (char ch : m) {
         auto u = static_cast<unsigned char>(ch);
         check(u >= 0x20 && u != 0x7f);
