@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/catalog.hpp"
-#include "gguf/virtual_file.hpp"
+#include "support/catalog_support.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -34,26 +34,9 @@ std::vector<std::string> case_shards(const std::string& id) {
     return {};
 }
 
-const gguf::CatalogEntry* find(const gguf::Catalog& c, const std::string& path) {
-    for (const auto& e : c.entries) {
-        if (e.path == path) return &e;
-    }
-    return nullptr;
-}
-
-std::string problems_text(const gguf::Catalog& c) {
-    std::string s;
-    for (const auto& p : c.problems) s += p.path + " | " + p.reason + "\n";
-    return s;
-}
-
-/// All bytes of a catalog entry, read the way the mount reads them.
-std::string bytes_of(const gguf::CatalogEntry& e) {
-    auto vf = gguf::VirtualFile::open(e.layout, e.parts());
-    std::string out(vf.size(), '\0');
-    EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
-    return out;
-}
+using gguf_test::bytes_of;
+using gguf_test::find_entry;
+using gguf_test::problems_text;
 
 constexpr const char* kKvzooMerged = "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f";
 constexpr const char* kTinyLlamaMerged = "3a7d0b4b3ba2417ad2b31050616fb5caef8221715a369463fb6b3cf668a56914";
@@ -65,14 +48,14 @@ TEST(CatJoined, KvzooSetsJoinedWithCatAreServedMergedUnderTheirName) {
     const gguf::Catalog c = gguf::build_catalog(src.path());
     EXPECT_EQ(c.problems.size(), 0u) << problems_text(c);
     for (const char* name : {"t7.gguf", "t7-ntfs.gguf"}) {
-        const gguf::CatalogEntry* e = find(c, name);
+        const gguf::CatalogEntry* e = find_entry(c, name);
         ASSERT_NE(e, nullptr) << name;
         EXPECT_EQ(e->kind, EntryKind::MergedSet) << name;
         EXPECT_EQ(e->size(), 3525664u) << name;
         EXPECT_EQ(e->tensor_count, 43u) << name;
         EXPECT_EQ(gguf_test::sha256_hex(bytes_of(*e)), kKvzooMerged) << name;
     }
-    const gguf::CatalogEntry* ntfs = find(c, "t7-ntfs.gguf");
+    const gguf::CatalogEntry* ntfs = find_entry(c, "t7-ntfs.gguf");
     ASSERT_NE(ntfs, nullptr);
     ASSERT_EQ(ntfs->members.size(), 8u);
     // Shard 2 starts right after shard 1 (9,824 bytes, no tensors) and is 552,000 bytes long.
@@ -89,14 +72,14 @@ TEST(CatJoined, TinyLlamaShardsJoinedWithCatGiveTheMergedModel) {
     for (int i = 1; i <= 3; ++i) all += gguf_test::read_file(work / ("tiny-0000" + std::to_string(i) + "-of-00003.gguf"));
     gguf_test::write_file(src / "tiny-llama.gguf", all);
     const gguf::Catalog c = gguf::build_catalog(src.path());
-    const gguf::CatalogEntry* e = find(c, "tiny-llama.gguf");
+    const gguf::CatalogEntry* e = find_entry(c, "tiny-llama.gguf");
     ASSERT_NE(e, nullptr) << problems_text(c);
     EXPECT_EQ(e->kind, EntryKind::MergedSet);
     EXPECT_EQ(e->size(), 524960u);
     EXPECT_EQ(gguf_test::sha256_hex(bytes_of(*e)), kTinyLlamaMerged);
     // SOURCE given as the joined file itself: the same merged model.
     const gguf::Catalog single = gguf::build_catalog(src / "tiny-llama.gguf");
-    const gguf::CatalogEntry* s = find(single, "tiny-llama.gguf");
+    const gguf::CatalogEntry* s = find_entry(single, "tiny-llama.gguf");
     ASSERT_NE(s, nullptr) << problems_text(single);
     EXPECT_EQ(gguf_test::sha256_hex(bytes_of(*s)), kTinyLlamaMerged);
 }

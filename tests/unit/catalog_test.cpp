@@ -12,6 +12,7 @@
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
 #include "gguf/virtual_file.hpp"
+#include "support/catalog_support.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -43,25 +44,12 @@ std::vector<std::string> entry_paths(const gguf::Catalog& c) {
     return out;
 }
 
+using gguf_test::bytes_of;
+using gguf_test::problems_text;
+
+/// The entry at `path`, or nullptr.
 const gguf::CatalogEntry* find(const gguf::Catalog& c, const std::string& path) {
-    for (const auto& e : c.entries) {
-        if (e.path == path) return &e;
-    }
-    return nullptr;
-}
-
-std::string problems_text(const gguf::Catalog& c) {
-    std::string s;
-    for (const auto& p : c.problems) s += p.path + " | " + p.reason + "\n";
-    return s;
-}
-
-/// All bytes of a catalog entry, read the way the mount reads them.
-std::string bytes_of(const gguf::CatalogEntry& e) {
-    auto vf = gguf::VirtualFile::open(e.layout, e.parts());
-    std::string out(vf.size(), '\0');
-    EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
-    return out;
+    return gguf_test::find_entry(c, path);
 }
 
 TEST(Catalog, NestedTreeCompanionsAndHiddenShards) {
