@@ -13,6 +13,7 @@
 #include "cli/offline.hpp"
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
+#include "gguf/text.hpp"
 
 namespace gguf_mount::cli {
 
@@ -26,7 +27,10 @@ const char* const kCheckHelpTail =
     "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
     "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
-    "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error.\n";
+    "Names are escaped (see README, 'Names in output'). --json always prints one document, also\n"
+    "when SOURCE cannot be read (ok false, the reason under problems).\n"
+    "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error\n"
+    "(usage errors print the usage on stderr and no JSON).\n";
 
 /// `path` relative to `source` when it lies under it, else unchanged.
 std::string relative(const std::string& source, const std::string& path) {
@@ -49,15 +53,28 @@ std::string base_dir(const gguf::Catalog& c) {
     return c.source;
 }
 
+/// Sets j[key] to `name` escaped (gguf::escape, the rule of the text output) and, when escaping
+/// changed it, j[key + "_hex"] to the exact bytes in hex: so "path" is always valid JSON and
+/// distinct for distinct names, and "path_hex" gives non-UTF-8 names byte for byte.
+void put_name(nlohmann::ordered_json& j, const std::string& key, const std::string& name) {
+    j[key] = gguf::escape(name);
+    if (!gguf::needs_no_escape(name)) j[key + "_hex"] = gguf::hex_bytes(name);
+}
+
+nlohmann::ordered_json named(const std::string& path) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    put_name(j, "path", path);
+    return j;
+}
+
 nlohmann::ordered_json to_json(const gguf::Catalog& c) {
     const std::string base = base_dir(c);
     nlohmann::ordered_json j;
-    j["source"] = c.source;
+    put_name(j, "source", c.source);
     j["ok"] = c.problems.empty();
     j["entries"] = nlohmann::ordered_json::array();
     for (const auto& e : c.entries) {
-        nlohmann::ordered_json je;
-        je["path"] = e.path;
+        nlohmann::ordered_json je = named(e.path);
         je["kind"] = gguf::entry_kind_name(e.kind);
         je["size"] = e.size();
         je["tensors"] = e.tensor_count;
@@ -66,11 +83,15 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
         je["gid"] = e.attr.gid;
         nlohmann::ordered_json members = nlohmann::ordered_json::array();
         for (const auto& m : e.members) {
-            nlohmann::ordered_json jm;
-            jm["path"] = relative(base, m.path);
+            nlohmann::ordered_json jm = named(relative(base, m.path));
             jm["size"] = m.size();
             nlohmann::ordered_json parts = nlohmann::ordered_json::array();
-            for (const auto& p : m.parts) parts.push_back({{"path", relative(base, p.path)}, {"size", p.size}});
+            for (const auto& p : m.parts) {
+                nlohmann::ordered_json jp = named(relative(base, p.path));
+                jp["offset"] = p.offset;
+                jp["size"] = p.size;
+                parts.push_back(jp);
+            }
             jm["parts"] = parts;
             members.push_back(jm);
         }
@@ -78,17 +99,39 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
         j["entries"].push_back(je);
     }
     j["directories"] = nlohmann::ordered_json::array();
-    for (const auto& d : c.directories) j["directories"].push_back({{"path", d.path}, {"mode", octal(d.attr.mode)}});
+    for (const auto& d : c.directories) {
+        nlohmann::ordered_json jd = named(d.path);
+        jd["mode"] = octal(d.attr.mode);
+        j["directories"].push_back(jd);
+    }
     j["problems"] = nlohmann::ordered_json::array();
-    for (const auto& p : c.problems) j["problems"].push_back({{"path", p.path}, {"reason", p.reason}});
+    for (const auto& p : c.problems) {
+        nlohmann::ordered_json jp = named(p.path);
+        jp["reason"] = gguf::escape(p.reason);
+        j["problems"].push_back(jp);
+    }
     j["notes"] = nlohmann::ordered_json::array();
-    for (const auto& n : c.notes) j["notes"].push_back({{"path", n.path}, {"reason", n.reason}});
+    for (const auto& n : c.notes) {
+        nlohmann::ordered_json jn = named(n.path);
+        jn["reason"] = gguf::escape(n.reason);
+        j["notes"].push_back(jn);
+    }
     return j;
 }
 
+/// Prints `j` on stdout. Every string in it is escaped (valid UTF-8), so dump() cannot throw.
+void print_json(const nlohmann::ordered_json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+/// " at byte N" for a part that is a range inside its file (a shard of a cat-joined file).
+std::string at_offset(const gguf::FilePart& p) {
+    return p.offset == 0 ? std::string() : ", at byte " + std::to_string(p.offset);
+}
+
+/// The text output. Every name and reason is escaped (gguf::escape).
 void print_text(const gguf::Catalog& c) {
     const std::string base = base_dir(c);
-    std::printf("source %s\n", c.source.c_str());
+    auto esc = [](const std::string& s) { return gguf::escape(s); };
+    std::printf("source %s\n", esc(c.source).c_str());
     size_t counts[4] = {0, 0, 0, 0};
     for (const auto& e : c.entries) {
         ++counts[static_cast<size_t>(e.kind)];
@@ -98,7 +141,8 @@ void print_text(const gguf::Catalog& c) {
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
             what += " of " + std::to_string(e.members.front().parts.size()) + " pieces";
         }
-        std::printf("%s: %s, %llu bytes", e.path.c_str(), what.c_str(), static_cast<unsigned long long>(e.size()));
+        std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
+                    static_cast<unsigned long long>(e.size()));
         if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
@@ -106,32 +150,33 @@ void print_text(const gguf::Catalog& c) {
         if (e.kind == gguf::EntryKind::MergedSet) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
-                std::printf("  shard %zu: %s, %llu bytes", i + 1, relative(base, m.path).c_str(),
-                            static_cast<unsigned long long>(m.size()));
+                std::printf("  shard %zu: %s, %llu bytes%s", i + 1, esc(relative(base, m.path)).c_str(),
+                            static_cast<unsigned long long>(m.size()),
+                            m.is_concatenation() ? "" : at_offset(m.parts.front()).c_str());
                 if (m.is_concatenation()) std::printf(", %zu byte pieces", m.parts.size());
                 std::printf("\n");
                 if (m.is_concatenation()) {
                     for (const auto& p : m.parts) {
-                        std::printf("    piece %s, %llu bytes\n", relative(base, p.path).c_str(),
+                        std::printf("    piece %s, %llu bytes\n", esc(relative(base, p.path)).c_str(),
                                     static_cast<unsigned long long>(p.size));
                     }
                 }
             }
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
             for (const auto& p : e.members.front().parts) {
-                std::printf("  piece %s, %llu bytes\n", relative(base, p.path).c_str(),
+                std::printf("  piece %s, %llu bytes\n", esc(relative(base, p.path)).c_str(),
                             static_cast<unsigned long long>(p.size));
             }
         }
     }
     if (!c.problems.empty()) {
         std::printf("%zu problem%s:\n", c.problems.size(), c.problems.size() == 1 ? "" : "s");
-        for (const auto& p : c.problems) std::printf("  %s: %s\n", p.path.c_str(), p.reason.c_str());
+        for (const auto& p : c.problems) std::printf("  %s: %s\n", esc(p.path).c_str(), esc(p.reason).c_str());
     }
     if (!c.notes.empty()) {
         std::printf("%zu note%s (served, narrower than the mode bits say):\n", c.notes.size(),
                     c.notes.size() == 1 ? "" : "s");
-        for (const auto& n : c.notes) std::printf("  %s: %s\n", n.path.c_str(), n.reason.c_str());
+        for (const auto& n : c.notes) std::printf("  %s: %s\n", esc(n.path).c_str(), esc(n.reason).c_str());
     }
     // A first-shard SOURCE is served as one file at the mount root: no directory to count.
     std::string dirs;
@@ -186,12 +231,26 @@ int run_check(int argc, char** argv) {
     gguf::Catalog catalog;
     try {
         catalog = gguf::build_catalog(source, copt);
-    } catch (const gguf::Error& e) {
-        print_error(e.what());
+    } catch (const std::exception& e) {
+        // SOURCE missing, not a directory or file, out of memory...: still one document for a
+        // program, and the one-line error for a person.
+        if (json) {
+            nlohmann::ordered_json j;
+            put_name(j, "source", source);
+            j["ok"] = false;
+            j["entries"] = nlohmann::ordered_json::array();
+            j["directories"] = nlohmann::ordered_json::array();
+            nlohmann::ordered_json jp = named(".");
+            jp["reason"] = gguf::escape(e.what());
+            j["problems"] = nlohmann::ordered_json::array({jp});
+            print_json(j);
+        } else {
+            print_error(e.what());
+        }
         return 1;
     }
     if (json) {
-        std::printf("%s\n", to_json(catalog).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+        print_json(to_json(catalog));
     } else {
         print_text(catalog);
     }

@@ -31,7 +31,9 @@ namespace {
 const char* const kMergeHelpTail =
     "\n"
     "Merges the split set whose first shard is FIRST_SHARD (PREFIX-00001-of-NNNNN.gguf) into\n"
-    "GGUF_OUT, byte-identical to llama.cpp's `gguf-split --merge`.\n"
+    "GGUF_OUT, byte-identical to llama.cpp's `gguf-split --merge`. FIRST_SHARD may also be one\n"
+    "file made by joining the shards with cat (cat x-0000{1,2,3}-of-00003.gguf > x.gguf); then\n"
+    "--delete-splits is refused.\n"
     "\n"
     "Safer than the reference:\n"
     "  - every shard is validated first (names, split.no/split.count/split.tensors.count,\n"
@@ -100,7 +102,13 @@ int merge(const std::string& first, const std::string& output, bool delete_split
         spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
                      output);
     }
-    const gguf::SplitSet set = gguf::SplitSet::open(first);
+    const gguf::SplitSet set = gguf::SplitSet::open_first_or_joined(first);
+    const bool joined = !gguf::parse_shard_name(first);
+    if (joined && delete_splits) {
+        throw gguf::Error(gguf::Code::BadArgument, first + ": holds a set joined with cat, not shard files; "
+                                                          "--delete-splits is refused: delete it yourself after "
+                                                          "checking " + output);
+    }
     const gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
     if (cancelled()) return exit_for_signal();
 

@@ -25,6 +25,7 @@
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
+#include "gguf/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/file_io.hpp"
 #include "gguf/catalog.hpp"
@@ -139,7 +140,7 @@ int run_mount(int argc, char** argv) {
             throw cxxopts::exceptions::exception("unexpected argument '" + args.unmatched().front() + "'");
         }
     } catch (const cxxopts::exceptions::exception& e) {
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, e.what(), kProgram);
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
     if (args.count("help")) {
@@ -177,7 +178,7 @@ int run_mount(int argc, char** argv) {
     try {
         setup_logging(level, false);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, e.what(), kProgram);
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
     const unsigned readahead_kb = args["readahead-kb"].as<unsigned>();

@@ -2,6 +2,7 @@
 
 #include "cli/logging.hpp"
 #include "gguf/error.hpp"
+#include "gguf/text.hpp"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -92,12 +93,12 @@ int run_offline(bool quiet, const std::string& interrupted, const std::function<
 
 void print_error(const std::string& message) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gguf-mount: %s\n", message.c_str());
+    std::fprintf(stderr, "gguf-mount: %s\n", gguf::escape(message).c_str());
 }
 
 int usage_error(const std::string& command, const std::string& message) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gguf-mount %s: %s; see 'gguf-mount %s --help'\n", command.c_str(), message.c_str(),
+    std::fprintf(stderr, "gguf-mount %s: %s; see 'gguf-mount %s --help'\n", command.c_str(), gguf::escape(message).c_str(),
                  command.c_str());
     return 2;
 }

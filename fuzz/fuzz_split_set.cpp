@@ -5,6 +5,8 @@
 //                bit 0   name the files "-of-(n+1)" so that the last shard is missing
 //                bit 1   open the set through its last file (SplitSet::open_any)
 //                bit 2   discover the set with scan_directory instead of opening it
+//                bit 3   join the shards into one file and open it as a cat-joined set
+//                        (SplitSet::open_concatenated; bits 0-2 are then ignored)
 //   bytes 1..  up to 4 shard files separated by kDelimiter (more pieces join the last one)
 // The shards are written as m-0000k-of-0000n.gguf into a private directory under $TMPDIR (or
 // /tmp) created once per process. gguf::Error is an expected outcome; anything else (crash,
@@ -26,6 +28,7 @@
 
 #include "gguf/error.hpp"
 #include "gguf/reader.hpp"
+#include "gguf/text.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
 
@@ -48,8 +51,8 @@ bool verbose() {
 }
 
 void check_message(const gguf::Error& e) {
-    std::string_view m = e.what();
-    check(!m.empty() && m.size() <= 4096);
+    const std::string m = gguf::escape(e.what());  // as every front end prints it
+    check(!m.empty() && m.size() <= 8192);
     for (char ch : m) {
         auto u = static_cast<unsigned char>(ch);
         check(u >= 0x20 && u != 0x7f);
@@ -201,11 +204,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < parts.size(); ++i) write_all(shard_name(i + 1, n), parts[i]);
 
     try {
-        if (control & 4) {
+        if (control & 8) {
+            // The parts joined with cat into one file (SplitSet::open_concatenated): every
+            // extent's source is that file, at file offsets.
+            std::string joined;
+            for (const auto& p : parts) joined.append(p);
+            const std::string path = work_dir() + "/joined.gguf";
+            write_all(path, joined);
+            gguf::SplitSet set = gguf::SplitSet::open_concatenated(gguf::LogicalFile::single(path));
+            check(set.shards().size() >= 2);
+            std::vector<std::string_view> sources(set.shards().size(), joined);
+            check_merged(set, sources);
+        } else if (control & 4) {
             for (const auto& scan : gguf::scan_directory(work_dir())) {
                 check(scan.set.has_value() != !scan.error.empty());
                 if (scan.set) check_merged(*scan.set, parts);
-                for (char ch : scan.error) check(static_cast<unsigned char>(ch) >= 0x20);
+                for (char ch : gguf::escape(scan.error)) check(static_cast<unsigned char>(ch) >= 0x20);
             }
         } else {
             std::string path = shard_name((control & 2) ? parts.size() : 1, n);

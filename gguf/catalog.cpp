@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/xattr.h>
+#include <climits>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,7 +124,7 @@ private:
         if (!why->empty()) {
             char mode[8];
             std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(attr->mode));
-            notes->push_back(Problem{rel, Error::one_line(*why + "; served with mode " + mode)});
+            notes->push_back(Problem{rel, *why + "; served with mode " + mode});
         }
     }
 
@@ -231,6 +232,15 @@ struct Candidate {
     CatalogEntry entry;
 };
 
+/// `path` itself when at most 200 bytes, else its first 100 and last 80 bytes around
+/// "...(N bytes)...", so a Problem about a path too long to use stays readable.
+std::string cut_path(const std::string& path) {
+    constexpr size_t kHead = 100, kTail = 80;
+    if (path.size() <= kHead + kTail + 20) return path;
+    return path.substr(0, kHead) + "...(" + std::to_string(path.size()) + " bytes)..." +
+           path.substr(path.size() - kTail);
+}
+
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 /// The first 4 bytes of `path` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
@@ -300,6 +310,16 @@ public:
         add_directory("", dir, dir_st);
         out_.watched.push_back(WatchedPath{dir, true, true, dir_st});
         auto sn = parse_shard_name(base);
+        if (!sn) {
+            Listed l;
+            l.name = base;
+            l.part.path = path;
+            if (::stat(path.c_str(), &l.part.st) == 0) {
+                l.part.size = static_cast<uint64_t>(l.part.st.st_size);
+                out_.watched.push_back(WatchedPath{path, false, true, l.part.st});
+                if (joined_set(l, base)) return;
+            }
+        }
         if (!sn || sn->index != 1) {
             try {
                 SplitSet::open(path);  // throws the usual "not a first shard" message
@@ -352,8 +372,38 @@ private:
         if (options_.keep_layouts) e.layout = std::move(layout);
     }
 
+    /// Rule 9 for the regular file `f`, shown at `rp`: when it is a GGUF file whose header says
+    /// split.count > 1, it is served as the merged model of the cat-joined set it holds
+    /// (SplitSet::open_concatenated), or is a Problem saying what to run instead; returns true.
+    /// Returns false (a companion) for any other file, including unreadable or broken GGUF.
+    bool joined_set(const Listed& f, const std::string& rp) {
+        LogicalFile lf;
+        lf.path = f.part.path;
+        lf.parts.push_back(f.part);
+        try {
+            if (!starts_with_gguf_magic(f.part.path)) return false;
+            if (!has_split_count_above_one(read_header(OpenLogicalFile::open(lf)))) return false;
+        } catch (const Error&) {
+            return false;
+        }
+        try {
+            SplitSet set = SplitSet::open_concatenated(lf);
+            CatalogEntry e;
+            e.path = rp;
+            e.kind = EntryKind::MergedSet;
+            e.tensor_count = set.tensor_count();
+            for (const Shard& s : set.shards()) e.members.push_back(s.file);
+            set_layout(e, plan_merge(set));
+            e.attr = attributes(rp, e.parts());
+            out_.entries.push_back(std::move(e));
+        } catch (const Error& e) {
+            problem(rp, e.what());
+        }
+        return true;
+    }
+
     void problem(const std::string& path, const std::string& reason) {
-        out_.problems.push_back(Problem{path, Error::one_line(reason)});
+        out_.problems.push_back(Problem{path, reason});
     }
 
     /// Lists directory `abs`: regular files, subdirectories and every name taken (rule 6).
@@ -390,7 +440,18 @@ private:
             const std::string full = abs + "/" + name;
             const std::string rp = join(rel, name);
             struct stat lst {};
-            if (::lstat(full.c_str(), &lst) != 0) continue;  // vanished since readdir
+            if (::lstat(full.c_str(), &lst) != 0) {
+                int e = errno;
+                if (e == ENOENT) continue;  // vanished since readdir
+                // Rule 10: e.g. ENAMETOOLONG (longer than PATH_MAX); never dropped silently.
+                problem(cut_path(rp), cut_path(full) + ": cannot look at it (" + std::strerror(e) +
+                                          (full.size() >= PATH_MAX ? ", the path is " + std::to_string(full.size()) +
+                                                                         " bytes, the limit PATH_MAX is " +
+                                                                         std::to_string(PATH_MAX)
+                                                                   : std::string()) +
+                                          "); not shown");
+                continue;
+            }
             real_names->insert(name);
             struct stat st {};
             if (::stat(full.c_str(), &st) != 0) {
@@ -508,6 +569,10 @@ private:
                 try {
                     OpenLogicalFile open = OpenLogicalFile::open(lf);
                     Header h = read_header(open);
+                    if (has_split_count_above_one(h)) {
+                        throw Error(Code::BadSplit, lf.path + ": is a shard of a gguf-split set (key 'split.count' "
+                                                    "above 1) under a name that is not a shard name");
+                    }
                     Candidate c;
                     c.name = name;
                     c.first_part = base_name(lf.parts.front().path);
@@ -590,10 +655,11 @@ private:
         }
         if (only_first) return;
 
-        // Rule 4: companions, and with show_shards the hidden files.
+        // Rule 4: companions, and with show_shards the hidden files; rule 9 first.
         for (const Listed& f : files) {
             bool is_hidden = hidden.count(f.name) > 0;
             if (is_hidden && !options_.show_shards) continue;
+            if (!is_hidden && joined_set(f, join(rel, f.name))) continue;
             CatalogEntry e;
             e.path = join(rel, f.name);
             e.kind = is_hidden ? EntryKind::Shard : EntryKind::Companion;

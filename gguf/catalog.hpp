@@ -45,7 +45,15 @@
 //     part or a directory on the way cannot be judged from mode bits: such an entry is served
 //     owner-only, or mode 0000 when the served owner does not own every ACL'd object, and a
 //     Note says so. A path that cannot be walked (it vanished, too many links) is served 0000.
-
+//  9. A regular file that is not a shard by name but whose GGUF header says split.count > 1 is
+//     never served as it is: when it holds a whole set joined with cat (shard 1 at byte 0, the
+//     other shards after it, SplitSet::open_concatenated) it is served under its own name as
+//     the merged model (kind MergedSet, members = byte ranges of the file); otherwise (a lone
+//     shard under another name, shards out of order, truncated, trailing bytes) it is a Problem
+//     saying what to run instead. A SOURCE file is treated the same way. A byte-split file with
+//     such a header is a Problem too.
+// 10. A name whose path cannot be looked at (longer than PATH_MAX, or lstat fails for another
+//     reason than having vanished) is a Problem naming the path, cut to its first and last bytes.
 #pragma once
 
 #include <sys/stat.h>
@@ -143,7 +151,8 @@ struct CatalogDirectory {
 
 /// Something in SOURCE that is not shown, and why. `path` is the name it would have in the
 /// mount (relative, e.g. "Q8_0/x.gguf"), or the source name for links and special files;
-/// `reason` is one line naming the offending source file.
+/// `reason` names the offending source file. Both hold names as raw bytes: print them through
+/// gguf::escape (gguf/text.hpp), which also makes `reason` one line.
 struct Problem {
     std::string path;
     std::string reason;

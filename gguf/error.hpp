@@ -23,37 +23,19 @@ enum class Code {
     BadArgument,      // invalid option value given by the user
 };
 
-/// An error with a code and a one-line message that names the file and, where known, the byte
+/// An error with a code and a message (one line once escaped) that names the file and, where known, the byte
 /// offset or KV key, e.g. "m-00002-of-00003.gguf: offset 120: string length 9999999 exceeds the
 /// 80 bytes left in the file".
 class Error : public std::runtime_error {
 public:
-    /// Control characters in `message` are escaped (see one_line()).
+    /// `message` is kept as it is, names and keys from files included, byte for byte: it is
+    /// escaped once, where it is printed or logged (gguf::escape, gguf/text.hpp), so a name can
+    /// neither split the one-line message nor drive a terminal, and two names stay distinct.
     Error(Code code, const std::string& message, int sys_errno = 0)
-        : std::runtime_error(one_line(message)), code_(code), sys_errno_(sys_errno) {}
+        : std::runtime_error(message), code_(code), sys_errno_(sys_errno) {}
     Code code() const noexcept { return code_; }
     /// errno of the failed system call for Code::Io, else 0.
     int sys_errno() const noexcept { return sys_errno_; }
-
-    /// `message` with every control character (bytes < 0x20 and 0x7f) written as \xNN, so that
-    /// a file name or key taken from a hostile file can neither split the one-line message
-    /// nor send escape sequences to a terminal. "a\nb" -> "a\x0ab". Other bytes are kept.
-    static std::string one_line(const std::string& message) {
-        static const char* digits = "0123456789abcdef";
-        std::string out;
-        out.reserve(message.size());
-        for (char ch : message) {
-            auto u = static_cast<unsigned char>(ch);
-            if (u >= 0x20 && u != 0x7f) {
-                out += ch;
-            } else {
-                out += "\\x";
-                out += digits[u >> 4];
-                out += digits[u & 15];
-            }
-        }
-        return out;
-    }
 
 private:
     Code code_;

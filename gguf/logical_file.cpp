@@ -47,8 +47,15 @@ OpenLogicalFile OpenLogicalFile::open(const LogicalFile& file) {
         if (part.st.st_ino != 0 && !same_file_state(part.st, st)) {
             throw Error(Code::BadSplit, part.path + ": changed while it was being read");
         }
+        const bool unknown = part.st.st_ino == 0;
         part.st = st;
-        part.size = static_cast<uint64_t>(st.st_size);
+        const auto file_size = static_cast<uint64_t>(st.st_size);
+        if (unknown && part.offset == 0) part.size = file_size;
+        if (part.offset > file_size || part.size > file_size - part.offset) {
+            throw Error(Code::Truncated, part.path + ": bytes [" + std::to_string(part.offset) + ", " +
+                                             std::to_string(part.offset + part.size) + ") run past its " +
+                                             std::to_string(file_size) + " bytes");
+        }
         out.size_ += part.size;
         out.fds_.push_back(std::move(fd));
     }
@@ -61,7 +68,7 @@ ssize_t OpenLogicalFile::pread(void* dst, size_t len, uint64_t offset) const noe
     bool stop = false;
     file_.for_each_part_range(offset, len, [&](size_t i, uint64_t part_offset, uint64_t n) {
         if (stop) return;
-        ssize_t got = pread_full(fds_[i].get(), out + done, static_cast<size_t>(n), part_offset);
+        ssize_t got = pread_full(fds_[i].get(), out + done, static_cast<size_t>(n), file_.parts[i].offset + part_offset);
         if (got < 0) {
             done = got;
             stop = true;
@@ -106,7 +113,7 @@ VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<Log
                                                        std::to_string(f.size()) + " bytes");
                 }
                 f.for_each_part_range(e.source_offset, e.length, [&](size_t part, uint64_t off, uint64_t n) {
-                    out.append_source(first_index[e.source] + static_cast<uint32_t>(part), off, n);
+                    out.append_source(first_index[e.source] + static_cast<uint32_t>(part), f.parts[part].offset + off, n);
                 });
                 break;
             }
@@ -117,7 +124,7 @@ VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<Log
 
 VirtualLayout concatenation_layout(const LogicalFile& file) {
     VirtualLayout layout;
-    for (uint32_t i = 0; i < file.parts.size(); ++i) layout.append_source(i, 0, file.parts[i].size);
+    for (uint32_t i = 0; i < file.parts.size(); ++i) layout.append_source(i, file.parts[i].offset, file.parts[i].size);
     return layout;
 }
 

@@ -21,11 +21,15 @@
 
 namespace gguf {
 
-/// One physical file of a logical file.
+/// One physical file of a logical file, or a byte range of one: the bytes
+/// [offset, offset + size) of the file at `path`. A whole file has offset 0 and size ==
+/// st.st_size; a range (offset > 0 or size < st.st_size) is one shard of a cat-joined split
+/// set (`cat x-0000{1,2,3}-of-00003.gguf > x.gguf`, see SplitSet::open_concatenated).
 struct FilePart {
-    std::string path;   // the name it is read through (a symlink is followed when opened)
-    uint64_t size = 0;  // bytes, == st.st_size
-    struct stat st {};  // stat(2) of the file (through symlinks) when it was listed or read
+    std::string path;     // the name it is read through (a symlink is followed when opened)
+    uint64_t size = 0;    // bytes of the part (of the range)
+    struct stat st {};    // stat(2) of the file (through symlinks) when it was listed or read
+    uint64_t offset = 0;  // byte offset of the part inside the file at `path`
 };
 
 /// An ordered list of physical parts read as one file. `path` is the logical name (for a
@@ -45,7 +49,8 @@ struct LogicalFile {
     static LogicalFile single(const std::string& path);
 
     /// Calls `fn(size_t part, uint64_t part_offset, uint64_t length)` for each part overlapping
-    /// the logical range [offset, offset + length), in order, clipped to size(). No I/O.
+    /// the logical range [offset, offset + length), in order, clipped to size(). `part_offset`
+    /// counts from the start of the part (add parts[part].offset for the file offset). No I/O.
     /// Example (parts of 1000 and 500 bytes): range (990, 20) -> (0, 990, 10), (1, 0, 10).
     template <typename Fn>
     void for_each_part_range(uint64_t offset, uint64_t length, Fn&& fn) const {
@@ -73,9 +78,11 @@ bool same_file_state(const struct stat& a, const struct stat& b) noexcept;
 class OpenLogicalFile {
 public:
     /// Opens each part of `file` (open_read_only) and fstat()s it; the stat recorded in the
-    /// result is the fstat of the open descriptor. Throws gguf::Error(Code::Io) naming the part
-    /// that cannot be opened, and Code::BadSplit "PART: changed while it was being read" when
-    /// `file` carries a stat (st_ino != 0) that differs from the fstat (see same_file_state).
+    /// result is the fstat of the open descriptor, and a whole part whose stat was unknown
+    /// (st_ino == 0, offset 0) gets that file's size. Throws gguf::Error(Code::Io) naming the
+    /// part that cannot be opened, Code::BadSplit "PART: changed while it was being read" when
+    /// `file` carries a stat (st_ino != 0) that differs from the fstat (see same_file_state),
+    /// and Code::Truncated when a range runs past the end of its file.
     static OpenLogicalFile open(const LogicalFile& file);
 
     /// The file with every part's stat replaced by the fstat of its open descriptor.
@@ -99,14 +106,15 @@ private:
 
 /// Rewrites a layout whose Source extents index logical files (`files[source]`, offsets in the
 /// logical file) into one whose Source extents index the flattened list of physical parts:
-/// part p of file f gets index (number of parts of files 0..f-1) + p. A Source extent that spans
-/// a part boundary is cut in two. Header and Zeros extents are kept. Pure; no I/O.
+/// part p of file f gets index (number of parts of files 0..f-1) + p, and source_offset
+/// becomes the offset in that part's file (the part's `offset` added). A Source extent that
+/// spans a part boundary is cut in two. Header and Zeros extents are kept. Pure; no I/O.
 /// Throws gguf::Error(Code::BadArgument) when an extent names a file that does not exist or runs
 /// past its end.
 VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<LogicalFile>& files);
 
 /// The layout of `file` served as it is: one Source extent per non-empty part (source = part
-/// index, offset 0). Pure.
+/// index, source_offset = the part's offset in its file). Pure.
 VirtualLayout concatenation_layout(const LogicalFile& file);
 
 /// The physical parts of `files`, in the order flatten_sources numbers them.

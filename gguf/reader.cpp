@@ -25,22 +25,12 @@ constexpr uint64_t kMaxStep = uint64_t{1} << 20;
 constexpr size_t kMaxQuoted = 64;
 
 /// A key or tensor name from the file, quoted for an error message: at most kMaxQuoted bytes,
-/// and every byte outside printable ASCII (control characters, escape sequences, newlines,
-/// non-ASCII) written as \xNN, so a hostile name can neither break the one-line message nor
-/// drive the terminal. Example: "a\nb" -> 'a\x0ab'.
+/// then "...". The bytes stay raw; whoever prints the message escapes it (gguf::escape), so a
+/// hostile name can neither break the one-line message nor drive the terminal.
+/// Example: "a\nb" -> 'a\nb' (printed as 'a\x0ab').
 std::string q(std::string_view s) {
-    static const char* digits = "0123456789abcdef";
     std::string out = "'";
-    for (size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
-        auto u = static_cast<unsigned char>(s[i]);
-        if (u >= 0x20 && u < 0x7f && u != '\\') {
-            out += static_cast<char>(u);
-        } else {
-            out += "\\x";
-            out += digits[u >> 4];
-            out += digits[u & 15];
-        }
-    }
+    out.append(s.substr(0, kMaxQuoted));
     if (s.size() > kMaxQuoted) out += "...";
     return out + "'";
 }

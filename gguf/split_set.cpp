@@ -9,11 +9,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <unordered_set>
 
 #include "gguf/error.hpp"
 #include "gguf/file_io.hpp"
+#include "gguf/format.hpp"
 #include "gguf/reader.hpp"
 
 namespace gguf {
@@ -82,6 +85,67 @@ std::optional<LogicalFile> resolve_single(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
     return LogicalFile::single(path);
+}
+
+/// split.count and split.tensors.count of shard 1 (at `path`), checked: count >= 1, total >= 0.
+std::pair<int64_t, int64_t> set_totals(const Header& h0, const std::string& path) {
+    int64_t count = split_key(h0, path, kKeySplitCount, ValueType::U16);
+    if (count < 1) throw Error(Code::BadSplit, path + ": key 'split.count' is 0 (not a valid split count)");
+    int64_t total = split_key(h0, path, kKeySplitTensorsCount, ValueType::I32);
+    if (total < 0) throw Error(Code::BadSplit, path + ": key 'split.tensors.count' is negative");
+    return {count, total};
+}
+
+/// Checks shard `s`, number i (0-based) of a set whose shard 1 says `count` shards and `total`
+/// tensors: its split.* keys, and tensor names not seen in earlier shards (added to `names`).
+/// `position` names where i comes from, for the message ("the file name says").
+void check_shard(const Shard& s, uint32_t i, int64_t count, int64_t total, const char* position,
+                 std::unordered_set<std::string>& names) {
+    int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
+    if (no != static_cast<int64_t>(i)) {
+        throw Error(Code::BadSplit, s.path + ": key 'split.no' is " + std::to_string(no) + " but " + position + " " +
+                                        std::to_string(i) + " (0-based)");
+    }
+    int64_t c = split_key(s.header, s.path, kKeySplitCount, ValueType::U16);
+    if (c != count) {
+        throw Error(Code::BadSplit, s.path + ": key 'split.count' is " + std::to_string(c) + " but shard 1 says " +
+                                        std::to_string(count));
+    }
+    int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, ValueType::I32);
+    if (t != total) {
+        throw Error(Code::BadSplit, s.path + ": key 'split.tensors.count' is " + std::to_string(t) +
+                                        " but shard 1 says " + std::to_string(total));
+    }
+    for (const auto& ti : s.header.tensors) {
+        if (!names.insert(ti.name).second) {
+            throw Error(Code::BadSplit, s.path + ": tensor '" + ti.name + "' also appears in an earlier shard");
+        }
+    }
+}
+
+/// Bytes of tensor data in the data section of `h`: the end of the last tensor, unpadded.
+uint64_t data_size(const Header& h) {
+    uint64_t end = 0;
+    for (const auto& ti : h.tensors) end = std::max(end, ti.offset + ti.nbytes);
+    return end;
+}
+
+/// The same, padded to the alignment (as gguf-split writes it).
+uint64_t padded_data_size(const Header& h) { return align_up(data_size(h), h.alignment); }
+
+/// Where the shard whose header is `h` (read from a range starting at the range's byte 0) ends
+/// inside a range of `avail` bytes, and whether the next shard starts there: gguf-split writes
+/// the header, padding to the alignment, then each tensor's bytes padded to the alignment.
+/// The padded end is tried first, then the unpadded one (writers that omit the last padding,
+/// or no padding after a header without tensors); an end is accepted when it is the end of the
+/// range or "GGUF" follows it (`magic_at`). Returns 0 when neither fits.
+uint64_t shard_end(const Header& h, uint64_t avail, const std::function<bool(uint64_t)>& magic_at) {
+    const uint64_t unpadded = h.tensors.empty() ? h.header_size : h.data_offset + data_size(h);
+    const uint64_t padded = h.data_offset + padded_data_size(h);
+    for (uint64_t end : {padded, unpadded}) {
+        if (end > 0 && end <= avail && (end == avail || magic_at(end))) return end;
+    }
+    return 0;
 }
 
 }  // namespace
@@ -155,15 +219,11 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
         }
     };
     set.shards_.push_back(load(first, 1));
-    const Header& h0 = set.shards_[0].header;
-    int64_t count = split_key(h0, first, kKeySplitCount, ValueType::U16);
-    if (count < 1) throw Error(Code::BadSplit, first + ": key 'split.count' is 0 (not a valid split count)");
+    const auto [count, total] = set_totals(set.shards_[0].header, first);
     if (static_cast<uint32_t>(count) != name->count) {
         throw Error(Code::BadSplit, first + ": key 'split.count' is " + std::to_string(count) +
                                         " but the file name says " + std::to_string(name->count) + " shards");
     }
-    int64_t total = split_key(h0, first, kKeySplitTensorsCount, ValueType::I32);
-    if (total < 0) throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is negative");
 
     // Shards are loaded and checked one at a time, so a bad set stops at its first bad shard.
     // split.count (up to 65535) is only a claim: nothing is reserved for it, and a set whose
@@ -179,32 +239,105 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
         if (i > 0) {
             set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1));
         }
-        const Shard& s = set.shards_[i];
-        int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
-        if (no != static_cast<int64_t>(i)) {
-            throw Error(Code::BadSplit, s.path + ": key 'split.no' is " + std::to_string(no) + " but the file name says " +
-                                            std::to_string(i) + " (0-based)");
-        }
-        int64_t c = split_key(s.header, s.path, kKeySplitCount, ValueType::U16);
-        if (c != count) {
-            throw Error(Code::BadSplit, s.path + ": key 'split.count' is " + std::to_string(c) + " but shard 1 says " +
-                                            std::to_string(count));
-        }
-        int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, ValueType::I32);
-        if (t != total) {
-            throw Error(Code::BadSplit, s.path + ": key 'split.tensors.count' is " + std::to_string(t) +
-                                            " but shard 1 says " + std::to_string(total));
-        }
-        for (const auto& ti : s.header.tensors) {
-            if (!names.insert(ti.name).second) {
-                throw Error(Code::BadSplit, s.path + ": tensor '" + ti.name + "' also appears in an earlier shard");
-            }
-        }
-        seen += s.header.tensors.size();
+        check_shard(set.shards_[i], i, count, total, "the file name says", names);
+        seen += set.shards_[i].header.tensors.size();
     }
     if (seen != static_cast<uint64_t>(total)) {
         throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is " + std::to_string(total) + " but the " +
                                         std::to_string(count) + " shards hold " + std::to_string(seen) + " tensors");
+    }
+    set.tensor_count_ = seen;
+    return set;
+}
+
+SplitSet SplitSet::open_first_or_joined(const std::string& path) {
+    if (!parse_shard_name(path)) {
+        LogicalFile file = LogicalFile::single(path);
+        bool joined = false;
+        try {
+            joined = has_split_count_above_one(read_header(OpenLogicalFile::open(file)));
+        } catch (const Error&) {
+            // not a readable GGUF file: open() below reports the name
+        }
+        if (joined) return open_concatenated(file);
+    }
+    return open(path);
+}
+
+bool has_split_count_above_one(const Header& header) {
+    const KeyValue* kv = header.find(kKeySplitCount);
+    if (!kv) return false;
+    auto v = kv->value.as_int();
+    return v && *v > 1;
+}
+
+SplitSet SplitSet::open_concatenated(const LogicalFile& file) {
+    const std::string& path = file.path;
+    if (file.parts.size() != 1 || file.parts.front().offset != 0) {
+        throw Error(Code::BadArgument, path + ": a cat-joined set must be one whole file");
+    }
+    OpenLogicalFile open = OpenLogicalFile::open(file);
+    const uint64_t size = open.size();
+    auto magic_at = [&](uint64_t at) {
+        char m[4] = {};
+        return open.pread(m, sizeof m, at) == 4 && std::memcmp(m, "GGUF", 4) == 0;
+    };
+    const std::string fix = "; llama.cpp cannot load it and a mount does not serve it: merge the shards with "
+                            "'gguf-mount merge PREFIX-00001-of-NNNNN.gguf OUTPUT', or give them their shard names "
+                            "and mount their directory";
+    SplitSet set;
+    set.prefix_ = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 ? path.substr(0, path.size() - 5)
+                                                                                    : path;
+    std::unordered_set<std::string> names;
+    int64_t count = 1, total = 0;
+    uint64_t seen = 0, at = 0;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(count); ++i) {
+        const std::string where = path + ": shard " + std::to_string(i + 1) + " at byte " + std::to_string(at);
+        if (at >= size) {
+            throw Error(Code::Truncated, path + ": holds " + std::to_string(i) + " of the " + std::to_string(count) +
+                                             " shards its key 'split.count' announces (it ends at byte " +
+                                             std::to_string(size) + ")" + fix);
+        }
+        LogicalFile range;
+        range.path = where;  // messages name the shard and where it starts
+        FilePart part = open.file().parts.front();
+        part.offset = at;
+        part.size = size - at;
+        range.parts.push_back(part);
+        Shard s;
+        try {
+            s = load_shard(range);
+            if (i == 0) std::tie(count, total) = set_totals(s.header, where);
+            check_shard(s, i, count, total, "its position in the file says", names);
+        } catch (const Error& e) {
+            throw Error(e.code(), std::string(e.what()) + fix, e.sys_errno());
+        }
+        if (count < 2) throw Error(Code::BadArgument, path + ": key 'split.count' is not above 1 (not a set)");
+        uint64_t end = shard_end(s.header, size - at, [&](uint64_t off) { return magic_at(at + off); });
+        const bool last = i + 1 == static_cast<uint32_t>(count);
+        if (end == 0 && last) end = std::min(size - at, s.header.data_offset + padded_data_size(s.header));
+        if (end == 0) {
+            throw Error(Code::BadSplit, where + ": no GGUF header of shard " + std::to_string(i + 2) +
+                                            " follows its data (expected at byte " +
+                                            std::to_string(at + s.header.data_offset + padded_data_size(s.header)) +
+                                            ")" + fix);
+        }
+        s.file.parts.front().size = end;
+        s.file.path = path;
+        s.path = path;
+        s.header.file_size = end;
+        seen += s.header.tensors.size();
+        set.shards_.push_back(std::move(s));
+        at += end;
+    }
+    if (at != size) {
+        throw Error(Code::BadSplit, path + ": " + std::to_string(size - at) + " bytes after the last of its " +
+                                        std::to_string(count) + " shards (byte " + std::to_string(at) + " on)" + fix);
+    }
+    if (seen != static_cast<uint64_t>(total)) {
+        throw Error(Code::BadSplit, path + ": key 'split.tensors.count' is " + std::to_string(total) + " but the " +
+                                        std::to_string(count) + " shards hold " + std::to_string(seen) + " tensors" +
+                                        fix);
     }
     set.tensor_count_ = seen;
     return set;
@@ -232,10 +365,11 @@ VirtualLayout plan_merge(const SplitSet& set) {
             tensors.push_back(PlacedTensor{ti, i, h.data_offset + ti.offset});
         }
         files.push_back(set.shards()[i].file);
-        concatenations = concatenations || set.shards()[i].file.is_concatenation();
+        const LogicalFile& f = set.shards()[i].file;
+        concatenations = concatenations || f.is_concatenation() || f.parts.front().offset != 0;
     }
     VirtualLayout logical = plan_gguf_file(kvs, tensors, h0.alignment);
-    // Shards of one file each: shard index == part index, nothing to cut.
+    // Shards of one whole file each: shard index == part index, nothing to cut or shift.
     return concatenations ? flatten_sources(logical, files) : logical;
 }
 
@@ -271,7 +405,7 @@ std::vector<SetScan> scan_directory(const std::string& dir) {
         scan.name = key.first + std::string(kSuffix);
         scan.first_shard = shard_path(base + key.first, 1, key.second);
         if (!has_first) {
-            scan.error = Error::one_line(scan.first_shard + ": missing shard 1 of " + std::to_string(key.second));
+            scan.error = scan.first_shard + ": missing shard 1 of " + std::to_string(key.second);
         } else {
             try {
                 scan.set = SplitSet::open(scan.first_shard);

@@ -63,6 +63,26 @@ public:
     /// built as shard_path(prefix, i, N) from `first_shard_path`.
     static SplitSet open(const std::string& first_shard_path, const ShardResolver& resolve);
 
+    /// The set held by one file made by joining its shards with cat
+    /// (`cat x-0000{1,2,3}-of-00003.gguf > x.gguf`): shard 1's header at byte 0, each next
+    /// shard right after the previous one's padded tensor data (gguf-split writes the header,
+    /// padding to the alignment, then each tensor padded to the alignment), and nothing after
+    /// the last. Each Shard's file is then the byte range of `file` it occupies (FilePart
+    /// offset/size), so plan_merge() serves the merged model, byte-identical to
+    /// `gguf-split --merge` of the original shards. Same rules as open(), split.no checked
+    /// against the shard's position in the file. prefix() is the path without ".gguf".
+    /// Throws gguf::Error naming the file, the shard and its byte offset, and saying what to
+    /// run instead, when the bytes are not such a set: split.count missing or not above 1
+    /// (Code::BadArgument), a shard out of order (BadSplit), fewer shards than split.count
+    /// (Truncated), bytes after the last shard or between shards (BadSplit).
+    /// `file` must be one whole file (one part, offset 0).
+    static SplitSet open_concatenated(const LogicalFile& file);
+
+    /// What `gguf-mount merge FILE` reads: open(path) for a shard name, open_concatenated()
+    /// for any other name whose GGUF header says split.count > 1 (a cat-joined set), else
+    /// open(path), which throws its "not a first shard" error. Throws like those.
+    static SplitSet open_first_or_joined(const std::string& path);
+
     /// Like open() but accepts any shard of the set (the first is derived from its name).
     static SplitSet open_any(const std::string& shard_path);
 
@@ -78,6 +98,10 @@ private:
     std::vector<Shard> shards_;
     uint64_t tensor_count_ = 0;
 };
+
+/// True when `header` has a split.count above 1 (an integer of any type): the file is one
+/// shard of a set (or a cat-joined set) and must never be served or used as a model as is.
+bool has_split_count_above_one(const Header& header);
 
 /// The merged file of a split set, exactly as `gguf-split --merge` writes it:
 ///  - GGUF v3; the KV pairs of shard 1 in order, except split.count, which is rewritten to

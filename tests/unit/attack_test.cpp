@@ -29,6 +29,7 @@
 #include "gguf/layout.hpp"
 #include "gguf/reader.hpp"
 #include "gguf/split_set.hpp"
+#include "gguf/text.hpp"
 #include "gguf/virtual_file.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/support.hpp"
@@ -118,7 +119,7 @@ Outcome run_bounded(const std::function<void()>& attack) {
         } catch (const gguf::Error& e) {
             kind = "E";
             code = std::to_string(static_cast<int>(e.code()));
-            message = e.what();
+            message = gguf::escape(e.what());  // as every front end prints it
         } catch (const std::exception& e) {
             kind = "X";
             message = e.what();
@@ -426,7 +427,7 @@ TEST(Attack, ControlCharactersInAShardPathAreEscaped) {
     gguf_test::write_file(gguf::shard_path(prefix, 2, 2), good_pair()[1]);
     auto scans = gguf::scan_directory(dir.path());
     ASSERT_EQ(scans.size(), 1u);
-    EXPECT_NE(scans[0].error.find("m\\x0a\\x1b[2J-00001-of-00002.gguf: missing shard 1 of 2"), std::string::npos)
+    EXPECT_NE(gguf::escape(scans[0].error).find("m\\x0a\\x1b[2J-00001-of-00002.gguf: missing shard 1 of 2"), std::string::npos)
         << scans[0].error;
     gguf_test::write_file(gguf::shard_path(prefix, 1, 2), "NOPE" + std::string(60, '\0'));
     expect_refused([&] { open_set(gguf::shard_path(prefix, 1, 2)); }, Code::BadMagic,

@@ -1,0 +1,36 @@
+// Text that leaves the program: the one escaping rule for names (file names, paths, KV keys,
+// tensor names) in everything a person or a program reads: `check` text and JSON, split/merge
+// info lines, the daemon log (stderr or syslog) and error messages.
+//
+// Inside the program text stays raw (gguf::Error::what(), gguf::Problem::reason, catalog paths
+// hold the exact bytes); it is escaped exactly once, where it is printed or logged.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gguf {
+
+/// The escaping rule (README, "Names in output"). Each byte of `text` is written as:
+///  - itself, when it is part of a valid, shortest-form UTF-8 sequence of a printable code
+///    point (not a surrogate, at most U+10FFFF), other than a backslash;
+///  - "\\" (two backslashes) for a backslash;
+///  - "\xNN" (two lowercase hex digits) otherwise: control characters (U+0000-U+001F, U+007F,
+///    U+0080-U+009F), the line and paragraph separators U+2028/U+2029, the bidirectional
+///    controls U+200E/U+200F, U+202A-U+202E and U+2066-U+2069 (every byte of their sequence),
+///    and every byte that is not part of valid UTF-8.
+/// So the result is valid UTF-8, holds no control character (a name can never end a line or
+/// drive a terminal), and the rule is injective: reading "\\" as a backslash and "\xNN" as
+/// byte NN gives back `text` exactly, so two different names never print the same.
+/// Examples: "a\nb" -> "a\x0ab"; "caf\xc3\xa9" (valid "café") -> kept; "x\xff" -> "x\xff"
+/// (4 characters after x: backslash, x, f, f); "a\\b" -> "a\\\\b".
+std::string escape(std::string_view text);
+
+/// True when escape(text) == text (nothing to escape), i.e. `text` is printable UTF-8
+/// without a backslash.
+bool needs_no_escape(std::string_view text) noexcept;
+
+/// Lowercase hex of every byte of `bytes`, two digits per byte: "a\n" -> "610a".
+std::string hex_bytes(std::string_view bytes);
+
+}  // namespace gguf
