@@ -13,19 +13,27 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gguf/byte_source.hpp"
 #include "gguf/file_io.hpp"
 #include "gguf/layout.hpp"
 
 namespace gguf {
 
-/// One physical file of a logical file.
+/// One physical file of a logical file: a local file (source == nullptr, read through `path`
+/// with a descriptor) or any other ByteSource (gguf/byte_source.hpp; e.g. an HTTP object).
 struct FilePart {
-    std::string path;   // the name it is read through (a symlink is followed when opened)
+    std::string path;   // the name it is read through (a symlink is followed when opened); for
+                        // a ByteSource, its display_name() (a URL without query string)
     uint64_t size = 0;  // bytes, == st.st_size
-    struct stat st {};  // stat(2) of the file (through symlinks) when it was listed or read
+    struct stat st {};  // stat(2) of the file (through symlinks) when it was listed or read; for
+                        // a ByteSource, made up: S_IFREG | 0444, size, owner and time given by it
+                        // (st_ino 0, so the local "changed since listed" checks do not apply)
+    std::shared_ptr<const ByteSource> source;  // null for a local file
+    std::string validator;  // source->validator() ("" for local files): part of the identity
 };
 
 /// An ordered list of physical parts read as one file. `path` is the logical name (for a
@@ -72,8 +80,9 @@ bool same_file_state(const struct stat& a, const struct stat& b) noexcept;
 /// A logical file with every part open read-only. Move-only.
 class OpenLogicalFile {
 public:
-    /// Opens each part of `file` (open_read_only) and fstat()s it; the stat recorded in the
-    /// result is the fstat of the open descriptor. Throws gguf::Error(Code::Io) naming the part
+    /// Opens each local part of `file` (open_read_only) and fstat()s it; the stat recorded in
+    /// the result is the fstat of the open descriptor. A part with a ByteSource is read through
+    /// it (no descriptor; its size is the source's size). Throws gguf::Error(Code::Io) naming the part
     /// that cannot be opened, and Code::BadSplit "PART: changed while it was being read" when
     /// `file` carries a stat (st_ino != 0) that differs from the fstat (see same_file_state).
     static OpenLogicalFile open(const LogicalFile& file);
@@ -93,7 +102,7 @@ public:
 
 private:
     LogicalFile file_;
-    std::vector<UniqueFd> fds_;
+    std::vector<UniqueFd> fds_;  // one per part; empty for a ByteSource part
     uint64_t size_ = 0;
 };
 
