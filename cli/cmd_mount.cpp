@@ -29,6 +29,14 @@
 #include "gguf/file_io.hpp"
 #include "gguf/catalog.hpp"
 
+#include "gguf/split_plan.hpp"
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/catalog.hpp"
+#include "remote/http.hpp"
+#include "remote/source.hpp"
+#endif
+
 #ifdef GGUF_MOUNT_WITH_FUSE
 #include "fs/live.hpp"
 #include "fs/session.hpp"
@@ -98,7 +106,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set.");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL.");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
@@ -112,6 +120,15 @@ cxxopts::Options make_options() {
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
          cxxopts::value<unsigned>()->default_value(std::to_string(4096)), "N")
+        ("cache-dir", "remote SOURCE: block cache directory (default $XDG_CACHE_HOME/gguf-mount, else "
+                      "~/.cache/gguf-mount; created mode 0700)", cxxopts::value<std::string>(), "DIR")
+        ("cache-max-size", "remote SOURCE: bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); "
+                           "least recently used blocks are evicted (default: unbounded)", cxxopts::value<std::string>(), "N")
+        ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")
+        ("ca-cert", "remote SOURCE: extra CA certificate (PEM) trusted besides the system store",
+         cxxopts::value<std::string>(), "FILE")
+        ("net-timeout", "remote SOURCE: connect timeout and stall limit in seconds; also bounds the retries of "
+                        "one request", cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
         ("n", "ignored (mount(8) compatibility)")
         ("h,help", "print this help")
         ("V,version", "print the version")
@@ -151,7 +168,9 @@ int run_mount(int argc, char** argv) {
                     "Examples:\n"
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
-                    "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n");
+                    "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
+                    "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
+                    "                                                      the block cache\n");
         return 0;
     }
     if (args.count("version")) {
@@ -194,15 +213,8 @@ int run_mount(int argc, char** argv) {
     // usual soft limit of 1024 descriptors (bench/run.sh mounts a 1,200-shard set).
     raise_open_file_limit();
 
-    struct stat source_st {};
-    if (::stat(source_arg.c_str(), &source_st) != 0) {
-        spdlog::error("{}: {}", source_arg, std::strerror(errno));
-        return 1;
-    }
-    if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
-        spdlog::error("{}: not a directory or a regular file", source_arg);
-        return 1;
-    }
+    FilteredOptions mo =
+        filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
     struct stat mount_st {};
     if (::stat(mount_arg.c_str(), &mount_st) != 0) {
         spdlog::error("{}: {}", mount_arg, std::strerror(errno));
@@ -212,31 +224,82 @@ int run_mount(int argc, char** argv) {
         spdlog::error("{}: mount point is not a directory", mount_arg);
         return 1;
     }
-    const std::string source = real_path(source_arg);
     const std::string mountpoint = real_path(mount_arg);
 
-    FilteredOptions mo =
-        filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
-
+    std::unique_ptr<fs::LiveFilesystem> live;
+    std::string source;  // the name in logs and the default fsname (a remote URL: redacted)
+    bool single_set = true;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    std::shared_ptr<remote::RemoteContext> remote_context;
+    if (remote::is_http_url(source_arg)) {
+        remote::RemoteOptions ro;
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
+        if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
+        if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
+        ro.offline = args.count("offline") > 0;
+        try {
+            if (args.count("cache-max-size")) {
+                ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
+            }
+            remote_context = std::make_shared<remote::RemoteContext>(ro);
+        } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+            return 1;
+        }
+        source = remote::redact_url(source_arg);
+        if (!source.empty() && source.back() == '/') {
+            spdlog::error("{}: directory URLs are not supported yet; give the URL of a set's first shard", source);
+            return 1;
+        }
+        std::shared_ptr<gguf::Catalog> first_catalog;
+        try {
+            first_catalog = std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
+        } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+            return 1;
+        }
+        live = std::make_unique<fs::LiveFilesystem>(source, [first_catalog, source_arg, remote_context]() mutable {
+            if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
+                gguf::Catalog c = std::move(*first_catalog);
+                first_catalog.reset();
+                return c;
+            }
+            return remote::remote_set_catalog(source_arg, remote_context);
+        });
+    }
+#endif
+    if (!live) {
+    struct stat source_st {};
+    if (::stat(source_arg.c_str(), &source_st) != 0) {
+        spdlog::error("{}: {}", source_arg, std::strerror(errno));
+        return 1;
+    }
+    if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
+        spdlog::error("{}: not a directory or a regular file", source_arg);
+        return 1;
+    }
+    source = real_path(source_arg);
+    single_set = !S_ISDIR(source_st.st_mode);
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
-    fs::LiveFilesystem live(source, copt);
+    live = std::make_unique<fs::LiveFilesystem>(source, copt);
+    }
     fs::RescanResult first;
     try {
-        first = live.rescan();
+        first = live->rescan();
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", source_arg, e.what());
         return 1;
     }
-    for (const auto& n : live.current()->nodes()) {
+    for (const auto& n : live->current()->nodes()) {
         if (n.directory) continue;
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
     for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
     for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
-    const size_t served = live.current()->file_count();
+    const size_t served = live->current()->file_count();
     if (served == 0) {
-        if (!S_ISDIR(source_st.st_mode)) {
+        if (single_set) {
             spdlog::error("{}: not a complete gguf-split set; nothing mounted", source_arg);
             return 1;
         }
@@ -257,7 +320,7 @@ int run_mount(int argc, char** argv) {
             spdlog::drop(kProgram);
             setup_logging(level, true);
         };
-        return fs::run_session(live, so);
+        return fs::run_session(*live, so);
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", mountpoint, e.what());
         return 1;

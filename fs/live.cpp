@@ -24,6 +24,11 @@ std::string problem_key(const gguf::Problem& p) {
     return key;
 }
 
+LiveFilesystem::LiveFilesystem(std::string source, CatalogBuilder build)
+    : LiveFilesystem(std::move(source), gguf::CatalogOptions{}) {
+    build_ = std::move(build);
+}
+
 LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
     : source_(std::move(source)), options_(options) {
     gguf::Catalog empty;
@@ -35,7 +40,7 @@ LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
 RescanResult LiveFilesystem::rescan() {
     gguf::Catalog catalog;
     try {
-        catalog = gguf::build_catalog(source_, options_);
+        catalog = build_ ? build_() : gguf::build_catalog(source_, options_);
     } catch (const gguf::Error& e) {
         // SOURCE itself is gone or unusable: serve an empty root (keeping its attributes) and
         // watch the path so that its return is noticed.

@@ -327,10 +327,7 @@ private:
                 SplitSet set = SplitSet::open(abs + "/" + first, resolve);
                 Candidate c;
                 c.name = merged;
-                c.entry.kind = EntryKind::MergedSet;
-                c.entry.tensor_count = set.tensor_count();
-                for (const Shard& s : set.shards()) c.entry.members.push_back(s.file);
-                c.entry.layout = plan_merge(set);
+                c.entry = merged_set_entry(set, join(rel, merged));
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
@@ -391,6 +388,17 @@ private:
 };
 
 }  // namespace
+
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path) {
+    CatalogEntry e;
+    e.path = path;
+    e.kind = EntryKind::MergedSet;
+    e.tensor_count = set.tensor_count();
+    for (const Shard& s : set.shards()) e.members.push_back(s.file);
+    e.layout = plan_merge(set);
+    e.attr = file_attributes(e.parts());
+    return e;
+}
 
 const char* entry_kind_name(EntryKind kind) noexcept {
     switch (kind) {

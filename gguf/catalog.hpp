@@ -116,6 +116,13 @@ struct WatchedPath {
     struct stat st {};  // stat(2) through links when exists
 };
 
+class SplitSet;
+
+/// The entry serving `set` merged at relative path `path` (rule 3): kind MergedSet, members the
+/// shards' files in order, layout plan_merge(set), tensor_count, attributes from the physical
+/// parts (rule 8). Pure; throws like plan_merge.
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path);
+
 /// Options of build_catalog.
 struct CatalogOptions {
     bool show_shards = false;  // also serve shard files and byte pieces as they are (rule 4)
