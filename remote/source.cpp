@@ -192,9 +192,10 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         const uint64_t in_block = at % BlockCache::kBlockSize;
         const uint64_t blen = block_length(block);
         const size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, blen - in_block));
-        // A reader that continues where the last read ended (or in the same block) is sequential.
+        // A reader that moves on from the previous block into this one is sequential (re-reads
+        // inside one block, like the header reads of planning, are not).
         const uint64_t prev = next_block_.exchange(block + 1);
-        if (prev == block || prev == block + 1) read_ahead(block);
+        if (prev == block) read_ahead(block);
         ssize_t r = context_->cache().read(key_, block, blen, in_block, n, out + done);
         if (r == -ENOENT) {
             int rc = fetch(block);

@@ -95,7 +95,7 @@ private:
     std::string key_;
     mutable std::atomic<bool> changed_{false};
     mutable std::atomic<bool> offline_logged_{false};
-    mutable std::atomic<uint64_t> next_block_{0};  // block after the last one read
+    mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
     mutable std::set<uint64_t> fetching_;

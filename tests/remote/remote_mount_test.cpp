@@ -1,0 +1,344 @@
+// Remote first-shard URLs mounted for real: gguf-mount URL MNT against nginx (and the fault
+// server) on 127.0.0.1, byte-exact against the fixtures' MANIFEST and the local merge.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gguf/split_set.hpp"
+#include "gguf/virtual_file.hpp"
+#include "mount/mount_fixture.hpp"
+#include "remote/servers.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using mount_test::Daemon;
+using mount_test::MountFixture;
+using remote_test::AccessEntry;
+using remote_test::FaultServer;
+using remote_test::NginxOptions;
+using remote_test::NginxServer;
+
+/// GET requests (data requests) in an access log.
+size_t data_requests(const std::vector<AccessEntry>& log) {
+    size_t n = 0;
+    for (const auto& e : log) n += e.method == "GET";
+    return n;
+}
+
+/// The merged bytes of the local set whose first shard is `first` (the reference).
+std::string local_merge(const std::string& first) {
+    gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    std::string out(vf.size(), '\0');
+    EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+    return out;
+}
+
+/// pread of `len` bytes at `offset` of `path`: the bytes, or "errno N".
+std::string pread_at(const std::string& path, uint64_t offset, size_t len) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return "open errno " + std::to_string(errno);
+    std::string buf(len, '\0');
+    ssize_t n = ::pread(fd, buf.data(), len, static_cast<off_t>(offset));
+    int e = errno;
+    ::close(fd);
+    if (n < 0) return "errno " + std::to_string(e);
+    buf.resize(static_cast<size_t>(n));
+    return buf;
+}
+
+class RemoteMount : public MountFixture {
+protected:
+    void SetUp() override {
+        MountFixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        std::string why;
+        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
+        cache_ = root_ + "/cache";
+    }
+    void TearDown() override {
+        MountFixture::TearDown();
+        if (nginx_) nginx_->stop();
+    }
+    /// Starts nginx over src_ (with TLS when asked).
+    void serve(bool tls = false) {
+        NginxOptions o;
+        o.root = src_;
+        o.tls = tls;
+        nginx_ = std::make_unique<NginxServer>(o);
+        std::string error;
+        ASSERT_TRUE(nginx_->start(&error)) << error;
+    }
+    /// A dense model of 12 tensors of 1.5 MiB split into 3 shards in src_ (several cache
+    /// blocks per shard); returns the first shard's local path.
+    std::string dense_set() {
+        auto shards = mount_test::split_dense_model(
+            12, [](int) { return int64_t{393216}; }, 4, 11, src_ + "/dense");
+        return shards.empty() ? "" : shards.front();
+    }
+    std::vector<std::string> remote_args(const std::vector<std::string>& more = {}) {
+        std::vector<std::string> a = {"--cache-dir", cache_, "--net-timeout", "3"};
+        a.insert(a.end(), more.begin(), more.end());
+        return a;
+    }
+    std::string cache_;
+    std::unique_ptr<NginxServer> nginx_;
+};
+
+TEST_F(RemoteMount, EveryManifestSetIsServedWithItsSha256) {
+    for (const auto& c : gguf_test::manifest_cases()) {
+        SCOPED_TRACE(c.id);
+        const std::string dir = src_ + "/" + std::to_string(std::hash<std::string>{}(c.id));
+        ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+        mount_test::copy_shards(c, dir);
+    }
+    serve();
+    for (const auto& c : gguf_test::manifest_cases()) {
+        SCOPED_TRACE(c.id);
+        const std::string first = gguf::base_name(c.shards.front());
+        const std::string url = nginx_->base_url() + "/" + std::to_string(std::hash<std::string>{}(c.id)) + "/" + first;
+        ASSERT_TRUE(mount(remote_args(), url));
+        auto name = gguf::parse_shard_name(first);
+        const std::string merged = mnt_ + "/" + gguf::base_name(name->prefix) + ".gguf";
+        EXPECT_EQ(gguf_test::sha256_file(merged), c.merged_sha256) << log();
+        EXPECT_EQ(unmount_and_wait(), 0) << log();
+    }
+}
+
+TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequest) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    serve();
+    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_GT(data_requests(nginx_->access_log()), 3u);
+
+    nginx_->clear_access_log();
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    auto log2 = nginx_->access_log();
+    EXPECT_EQ(data_requests(log2), 0u) << "a cached remount sent GET requests";
+    EXPECT_EQ(log2.size(), 3u) << "one HEAD per shard expected";
+}
+
+TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    serve();
+    ASSERT_TRUE(mount(remote_args(), nginx_->base_url() + "/" + gguf::base_name(first)));
+    struct stat st {};
+    ASSERT_EQ(::stat((mnt_ + "/dense.gguf").c_str(), &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), local_merge(first).size());
+    auto log = nginx_->access_log();
+    EXPECT_EQ(data_requests(log), 3u);
+    for (const auto& e : log) EXPECT_EQ(e.range, "bytes=0-4194303") << e.request_line;
+}
+
+TEST_F(RemoteMount, ServerIgnoringRangeIsRefusedAtMountWithOneLine) {
+    mount_test::copy_kvzoo(src_);
+    serve();
+    const std::string url = nginx_->base_url() + "/norange/" + gguf::base_name(mount_test::kvzoo_shard(1));
+    ASSERT_TRUE(start(remote_args(), url));
+    auto code = daemon_.wait_exit();
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 1);
+    auto lines = mount_test::lines_with(log(), "ignored the Range request");
+    EXPECT_EQ(lines.size(), 1u) << log();
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
+}
+
+TEST_F(RemoteMount, RefusedConnectionExitsWithinTheTimeoutNamingTheUrlWithoutQuery) {
+    const uint16_t port = remote_test::free_port();
+    const std::string url =
+        "http://127.0.0.1:" + std::to_string(port) + "/m/x-00001-of-00002.gguf?X-Signature=secret";
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(start(remote_args(), url));
+    auto code = daemon_.wait_exit(std::chrono::seconds(10));
+    auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 1);
+    EXPECT_LT(took, std::chrono::seconds(4));
+    const std::string text = log();
+    EXPECT_EQ(mount_test::lines_with(text, "http://127.0.0.1:" + std::to_string(port) + "/m/x-00001-of-00002.gguf")
+                  .size(),
+              1u)
+        << text;
+    EXPECT_EQ(text.find("secret"), std::string::npos) << text;
+}
+
+TEST_F(RemoteMount, TlsIsRefusedWithoutTheCaAndWorksWithIt) {
+    mount_test::copy_kvzoo(src_);
+    serve(true);
+    auto c = mount_test::manifest_case("kvzoo/t7");
+    ASSERT_TRUE(c);
+    const std::string url = nginx_->https_base_url() + "/" + gguf::base_name(mount_test::kvzoo_shard(1));
+    ASSERT_TRUE(start(remote_args(), url));
+    auto code = daemon_.wait_exit();
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 1);
+    EXPECT_EQ(mount_test::lines_with(log(), "--ca-cert").size(), 1u) << log();
+
+    ASSERT_TRUE(mount(remote_args({"--ca-cert", nginx_->ca_file()}), url));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), c->merged_sha256) << log();
+}
+
+TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    serve();
+    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    ASSERT_TRUE(mount(remote_args(), url));
+    ASSERT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_EQ(unmount_and_wait(), 0);
+    nginx_->stop();
+
+    ASSERT_TRUE(mount(remote_args({"--offline"}), url));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_EQ(unmount_and_wait(), 0);
+    // Another cache holds nothing: offline, the mount itself fails with one line.
+    cache_ = root_ + "/empty-cache";
+    ASSERT_TRUE(start(remote_args({"--offline"}), url));
+    auto code = daemon_.wait_exit();
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 1);
+    EXPECT_EQ(mount_test::lines_with(log(), "not in the cache (--offline)").size(), 1u) << log();
+}
+
+TEST_F(RemoteMount, OfflineUncachedBlockIsEioAndOneLogLine) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    serve();
+    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    ASSERT_TRUE(mount(remote_args(), url));  // caches the first block of each shard only
+    EXPECT_EQ(unmount_and_wait(), 0);
+    ASSERT_TRUE(mount(remote_args({"--offline"}), url));
+    const std::string merged = mnt_ + "/dense.gguf";
+    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    const uint64_t far = 5u << 20;  // block 1 of shard 1: never fetched
+    EXPECT_EQ(pread_at(merged, far, 4096), "errno " + std::to_string(EIO));
+    EXPECT_EQ(pread_at(merged, far + 8192, 4096), "errno " + std::to_string(EIO));
+    EXPECT_EQ(mount_test::lines_with(log(), "--offline is set").size(), 1u) << log();
+}
+
+TEST_F(RemoteMount, StoppedServerGivesEioDaemonStaysUp) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    serve();
+    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), nginx_->base_url() + "/" + gguf::base_name(first)));
+    const std::string merged = mnt_ + "/dense.gguf";
+    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    nginx_->stop();
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_TRUE(daemon_.running());
+    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));  // cached blocks still served
+}
+
+TEST_F(RemoteMount, FailingServerGivesEioThenTheSameReadWorksWhenItIsBack) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    FaultServer fs(src_);
+    ASSERT_TRUE(fs.start(&why)) << why;
+    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), fs.base_url() + "/" + gguf::base_name(first)));
+    const std::string merged = mnt_ + "/dense.gguf";
+    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "drop"}, {"after_bytes", 1000}, {"times", -1}}}));
+    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
+    EXPECT_TRUE(daemon_.running());
+    fs.set_rules(nlohmann::json::array());
+    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), want.substr(9u << 20, 65536));
+    // A server error that clears within the retries is not seen by the reader.
+    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 503}, {"times", 1}}}));
+    EXPECT_EQ(pread_at(merged, 13u << 20, 65536), want.substr(13u << 20, 65536));
+    fs.stop();
+}
+
+TEST_F(RemoteMount, ChangedEtagWhileMountedServesCachedBlocksAndEioForTheRest) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    FaultServer fs(src_);
+    ASSERT_TRUE(fs.start(&why)) << why;
+    ASSERT_TRUE(mount(remote_args(), fs.base_url() + "/" + gguf::base_name(first)));
+    const std::string merged = mnt_ + "/dense.gguf";
+    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "etag"}, {"etag", "\"v2\""}, {"times", -1}}}));
+    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
+    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    EXPECT_EQ(mount_test::lines_with(log(), "changed on the server").size(), 1u) << log();
+    fs.stop();
+}
+
+TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    NginxOptions o;
+    o.root = src_;
+    o.limit_rate = 4u << 20;  // 4 MiB/s per connection: the read below is still running at the kill
+    nginx_ = std::make_unique<NginxServer>(o);
+    std::string error;
+    ASSERT_TRUE(nginx_->start(&error)) << error;
+    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    ASSERT_TRUE(mount(remote_args(), url));
+    std::thread reader([&] { gguf_test::read_file(mnt_ + "/dense.gguf"); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
+    daemon_.wait_exit();
+    mount_test::unmount(mnt_);
+    reader.join();
+
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+}
+
+TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
+    const std::string first = dense_set();
+    ASSERT_FALSE(first.empty());
+    const std::string want = local_merge(first);
+    serve();
+    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string mnt2 = root_ + "/mnt2";
+    ASSERT_EQ(::mkdir(mnt2.c_str(), 0755), 0);
+    Daemon second;
+    ASSERT_TRUE(mount(remote_args(), url));
+    std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), url, mnt2, "-f"};
+    for (const auto& a : remote_args()) argv.push_back(a);
+    ASSERT_TRUE(second.start(argv, root_ + "/second.log"));
+    ASSERT_TRUE(second.wait_mounted(mnt2));
+    std::string a, b;
+    std::thread t1([&] { a = gguf_test::read_file(mnt_ + "/dense.gguf"); });
+    std::thread t2([&] { b = gguf_test::read_file(mnt2 + "/dense.gguf"); });
+    t1.join();
+    t2.join();
+    EXPECT_EQ(a, want);
+    EXPECT_EQ(b, want);
+    EXPECT_EQ(second.stop(mnt2), 0);
+    EXPECT_EQ(unmount_and_wait(), 0);
+    nginx_->clear_access_log();
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_EQ(data_requests(nginx_->access_log()), 0u);
+}
+
+}  // namespace
