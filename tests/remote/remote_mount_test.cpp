@@ -56,6 +56,30 @@ std::string pread_at(const std::string& path, uint64_t offset, size_t len) {
     return buf;
 }
 
+/// Compares bytes without printing them: "N bytes, first difference at K" or the error text.
+::testing::AssertionResult same_bytes(const std::string& got, const std::string& want) {
+    if (got == want) return ::testing::AssertionSuccess();
+    if (got.rfind("errno ", 0) == 0 || got.rfind("open errno ", 0) == 0) {
+        return ::testing::AssertionFailure() << "read failed: " << got;
+    }
+    size_t i = 0;
+    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+    return ::testing::AssertionFailure() << got.size() << " bytes read, " << want.size() << " expected, first difference at "
+                                         << i;
+}
+
+/// True when the read failed with EIO (the bytes are not printed otherwise).
+::testing::AssertionResult is_eio(const std::string& got) {
+    if (got == "errno " + std::to_string(EIO)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "expected EIO, got " << (got.rfind("errno", 0) == 0 ? got : std::to_string(got.size()) + " bytes");
+}
+
+// Offsets in the merged dense set (3 shards of about 6.29 MB, two 4 MiB cache blocks each; a
+// mount caches block 0 of every shard): kShard3Block1 and kShard2Block1 are never fetched by a
+// mount or by a read near offset 0.
+constexpr uint64_t kShard2Block1 = uint64_t{11} << 20;
+constexpr uint64_t kShard3Block1 = uint64_t{17} << 20;
+
 class RemoteMount : public MountFixture {
 protected:
     void SetUp() override {
@@ -121,13 +145,13 @@ TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequ
     serve();
     const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     EXPECT_GT(data_requests(nginx_->access_log()), 3u);
 
     nginx_->clear_access_log();
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto log2 = nginx_->access_log();
     EXPECT_EQ(data_requests(log2), 0u) << "a cached remount sent GET requests";
@@ -202,12 +226,12 @@ TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
     serve();
     const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
     ASSERT_TRUE(mount(remote_args(), url));
-    ASSERT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
     EXPECT_EQ(unmount_and_wait(), 0);
     nginx_->stop();
 
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
-    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
     EXPECT_EQ(unmount_and_wait(), 0);
     // Another cache holds nothing: offline, the mount itself fails with one line.
     cache_ = root_ + "/empty-cache";
@@ -228,10 +252,10 @@ TEST_F(RemoteMount, OfflineUncachedBlockIsEioAndOneLogLine) {
     EXPECT_EQ(unmount_and_wait(), 0);
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
     const std::string merged = mnt_ + "/dense.gguf";
-    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
     const uint64_t far = 5u << 20;  // block 1 of shard 1: never fetched
-    EXPECT_EQ(pread_at(merged, far, 4096), "errno " + std::to_string(EIO));
-    EXPECT_EQ(pread_at(merged, far + 8192, 4096), "errno " + std::to_string(EIO));
+    EXPECT_TRUE(is_eio(pread_at(merged, far, 4096)));
+    EXPECT_TRUE(is_eio(pread_at(merged, far + 8192, 4096)));
     EXPECT_EQ(mount_test::lines_with(log(), "--offline is set").size(), 1u) << log();
 }
 
@@ -242,13 +266,13 @@ TEST_F(RemoteMount, StoppedServerGivesEioDaemonStaysUp) {
     serve();
     ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), nginx_->base_url() + "/" + gguf::base_name(first)));
     const std::string merged = mnt_ + "/dense.gguf";
-    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
     nginx_->stop();
     auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
+    EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
     EXPECT_TRUE(daemon_.running());
-    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));  // cached blocks still served
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));  // cached blocks still served
 }
 
 TEST_F(RemoteMount, FailingServerGivesEioThenTheSameReadWorksWhenItIsBack) {
@@ -262,13 +286,13 @@ TEST_F(RemoteMount, FailingServerGivesEioThenTheSameReadWorksWhenItIsBack) {
     ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), fs.base_url() + "/" + gguf::base_name(first)));
     const std::string merged = mnt_ + "/dense.gguf";
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "drop"}, {"after_bytes", 1000}, {"times", -1}}}));
-    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
+    EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_TRUE(daemon_.running());
     fs.set_rules(nlohmann::json::array());
-    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), want.substr(9u << 20, 65536));
+    EXPECT_TRUE(same_bytes(pread_at(merged, kShard3Block1, 65536), want.substr(kShard3Block1, 65536)));
     // A server error that clears within the retries is not seen by the reader.
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 503}, {"times", 1}}}));
-    EXPECT_EQ(pread_at(merged, 13u << 20, 65536), want.substr(13u << 20, 65536));
+    EXPECT_TRUE(same_bytes(pread_at(merged, kShard2Block1, 65536), want.substr(kShard2Block1, 65536)));
     fs.stop();
 }
 
@@ -283,8 +307,8 @@ TEST_F(RemoteMount, ChangedEtagWhileMountedServesCachedBlocksAndEioForTheRest) {
     ASSERT_TRUE(mount(remote_args(), fs.base_url() + "/" + gguf::base_name(first)));
     const std::string merged = mnt_ + "/dense.gguf";
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "etag"}, {"etag", "\"v2\""}, {"times", -1}}}));
-    EXPECT_EQ(pread_at(merged, 9u << 20, 65536), "errno " + std::to_string(EIO));
-    EXPECT_EQ(pread_at(merged, 0, 4096), want.substr(0, 4096));
+    EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
     EXPECT_EQ(mount_test::lines_with(log(), "changed on the server").size(), 1u) << log();
     fs.stop();
 }
@@ -295,7 +319,7 @@ TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
     const std::string want = local_merge(first);
     NginxOptions o;
     o.root = src_;
-    o.limit_rate = 4u << 20;  // 4 MiB/s per connection: the read below is still running at the kill
+    o.limit_rate = 1u << 20;  // 1 MiB/s per connection: the read below is still running at the kill
     nginx_ = std::make_unique<NginxServer>(o);
     std::string error;
     ASSERT_TRUE(nginx_->start(&error)) << error;
@@ -307,9 +331,16 @@ TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
     daemon_.wait_exit();
     mount_test::unmount(mnt_);
     reader.join();
+    // The kill came in the middle: some blocks are cached, not all 6.
+    size_t blocks = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_ + "/v1/objects")) {
+        blocks += e.is_regular_file() && e.path().filename().string()[0] != '.';
+    }
+    EXPECT_GE(blocks, 3u);
+    EXPECT_LT(blocks, 6u);
 
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
 }
 
 TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
@@ -331,13 +362,13 @@ TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
     std::thread t2([&] { b = gguf_test::read_file(mnt2 + "/dense.gguf"); });
     t1.join();
     t2.join();
-    EXPECT_EQ(a, want);
-    EXPECT_EQ(b, want);
+    EXPECT_TRUE(same_bytes(a, want));
+    EXPECT_TRUE(same_bytes(b, want));
     EXPECT_EQ(second.stop(mnt2), 0);
     EXPECT_EQ(unmount_and_wait(), 0);
     nginx_->clear_access_log();
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_EQ(gguf_test::read_file(mnt_ + "/dense.gguf"), want);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
     EXPECT_EQ(data_requests(nginx_->access_log()), 0u);
 }
 
