@@ -258,7 +258,7 @@ int run_mount(int argc, char** argv) {
             spdlog::error("{}", e.what());
             return 1;
         }
-        live = std::make_unique<fs::LiveFilesystem>(source, [first_catalog, source_arg, remote_context]() mutable {
+        live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
             if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                 gguf::Catalog c = std::move(*first_catalog);
                 first_catalog.reset();

@@ -24,9 +24,10 @@ std::string problem_key(const gguf::Problem& p) {
     return key;
 }
 
-LiveFilesystem::LiveFilesystem(std::string source, CatalogBuilder build)
-    : LiveFilesystem(std::move(source), gguf::CatalogOptions{}) {
-    build_ = std::move(build);
+std::unique_ptr<LiveFilesystem> LiveFilesystem::with_builder(std::string source, CatalogBuilder build) {
+    auto live = std::make_unique<LiveFilesystem>(std::move(source), gguf::CatalogOptions{});
+    live->build_ = std::move(build);
+    return live;
 }
 
 LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)

@@ -41,7 +41,7 @@ public:
     /// may throw gguf::Error like gguf::build_catalog for an unusable SOURCE.
     using CatalogBuilder = std::function<gguf::Catalog()>;
     /// Serves what `build` returns; `source` is only its name in logs (a redacted URL).
-    LiveFilesystem(std::string source, CatalogBuilder build);
+    static std::unique_ptr<LiveFilesystem> with_builder(std::string source, CatalogBuilder build);
 
     /// Rebuilds the catalog of SOURCE, builds the next snapshot (reusing unchanged files and
     /// their inode numbers) and publishes it atomically. SOURCE that vanished or cannot be read

@@ -49,7 +49,7 @@ private:
 
 /// Client settings (command line: --net-timeout, --ca-cert).
 struct HttpOptions {
-    /// Connect timeout, and a transfer that moves less than 1 byte/s for this long is a stall.
+    /// Connect timeout, and a transfer that receives nothing for this long is a stall.
     /// Also bounds the whole retry loop of one call (attempts stop once it has passed).
     std::chrono::seconds net_timeout{30};
     std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
