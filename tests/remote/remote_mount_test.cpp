@@ -138,6 +138,20 @@ TEST_F(RemoteMount, EveryManifestSetIsServedWithItsSha256) {
     }
 }
 
+TEST_F(RemoteMount, TinyLlamaShardsAreServedLikeTheLocalMerge) {
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors", "4",
+                             gguf_test::fixture("tiny-llama/tiny-llama.gguf"), src_ + "/tiny"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto set = gguf::scan_directory(src_);
+    ASSERT_EQ(set.size(), 1u);
+    ASSERT_TRUE(set[0].set) << set[0].error;
+    ASSERT_GT(set[0].set->shards().size(), 1u);
+    const std::string want = local_merge(set[0].first_shard);
+    serve();
+    ASSERT_TRUE(mount(remote_args(), nginx_->base_url() + "/" + gguf::base_name(set[0].first_shard)));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/tiny.gguf"), want));
+}
+
 TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequest) {
     const std::string first = dense_set();
     ASSERT_FALSE(first.empty());
