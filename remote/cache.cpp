@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -73,9 +74,37 @@ int write_durably(const std::string& dir, const std::string& final_path, const c
     return rc;
 }
 
+/// Calls fn(path, stat, temporary) for every file in every object directory of `objects`
+/// (temporary: its name starts with '.', a block being written or left by a killed daemon).
+template <typename Fn>
+void for_each_block_file(const std::string& objects, Fn&& fn) {
+    DIR* top = ::opendir(objects.c_str());
+    if (!top) return;
+    while (dirent* o = ::readdir(top)) {
+        if (o->d_name[0] == '.') continue;
+        const std::string od = objects + "/" + o->d_name;
+        DIR* blocks = ::opendir(od.c_str());
+        if (!blocks) continue;
+        while (dirent* b = ::readdir(blocks)) {
+            if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
+            struct stat st {};
+            const std::string bp = od + "/" + b->d_name;
+            if (::stat(bp.c_str(), &st) != 0) continue;
+            fn(bp, st, b->d_name[0] == '.');
+        }
+        ::closedir(blocks);
+    }
+    ::closedir(top);
+}
+
 }  // namespace
 
 BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir) + "/v1"), max_bytes_(max_bytes) {
+    if (dir_.front() != '/') {  // the daemon chdirs to / when it daemonizes: keep an absolute path
+        char cwd[PATH_MAX];
+        if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(dir_ + ": cannot resolve the cache directory");
+        dir_ = std::string(cwd) + "/" + dir_;
+    }
     make_dirs(dir_);
     make_dir(dir_ + "/meta");
     make_dir(dir_ + "/objects");
@@ -84,28 +113,13 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
     ::close(fd);
     // Count what is there (and sweep temporaries older than an hour: left by a killed daemon).
     uint64_t used = 0;
-    DIR* objects = ::opendir((dir_ + "/objects").c_str());
-    if (objects) {
-        while (dirent* o = ::readdir(objects)) {
-            if (o->d_name[0] == '.') continue;
-            std::string od = dir_ + "/objects/" + o->d_name;
-            DIR* blocks = ::opendir(od.c_str());
-            if (!blocks) continue;
-            while (dirent* b = ::readdir(blocks)) {
-                struct stat st {};
-                std::string bp = od + "/" + b->d_name;
-                if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
-                if (::stat(bp.c_str(), &st) != 0) continue;
-                if (b->d_name[0] == '.') {
-                    if (st.st_mtime + 3600 < ::time(nullptr)) ::unlink(bp.c_str());
-                    continue;
-                }
-                used += static_cast<uint64_t>(st.st_size);
-            }
-            ::closedir(blocks);
+    for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
+        if (!temporary) {
+            used += static_cast<uint64_t>(st.st_size);
+        } else if (st.st_mtime + 3600 < ::time(nullptr)) {
+            ::unlink(path.c_str());
         }
-        ::closedir(objects);
-    }
+    });
     used_ = used;
 }
 
@@ -184,25 +198,11 @@ void BlockCache::evict() noexcept {
         };
         std::vector<Block> all;
         uint64_t total = 0;
-        DIR* objects = ::opendir((dir_ + "/objects").c_str());
-        if (objects) {
-            while (dirent* o = ::readdir(objects)) {
-                if (o->d_name[0] == '.') continue;
-                std::string od = dir_ + "/objects/" + o->d_name;
-                DIR* blocks = ::opendir(od.c_str());
-                if (!blocks) continue;
-                while (dirent* b = ::readdir(blocks)) {
-                    if (b->d_name[0] == '.') continue;
-                    struct stat st {};
-                    std::string bp = od + "/" + b->d_name;
-                    if (::stat(bp.c_str(), &st) != 0) continue;
-                    all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), bp});
-                    total += static_cast<uint64_t>(st.st_size);
-                }
-                ::closedir(blocks);
-            }
-            ::closedir(objects);
-        }
+        for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
+            if (temporary) return;
+            all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), path});
+            total += static_cast<uint64_t>(st.st_size);
+        });
         std::sort(all.begin(), all.end(), [](const Block& a, const Block& b) { return a.used < b.used; });
         const uint64_t target = max_bytes_ / 10 * 9;  // leave room: no sweep per stored block
         for (const Block& b : all) {

@@ -57,14 +57,14 @@ std::string pread_at(const std::string& path, uint64_t offset, size_t len) {
 }
 
 /// Compares bytes without printing them: "N bytes, first difference at K" or the error text.
-::testing::AssertionResult same_bytes(const std::string& got, const std::string& want) {
-    if (got == want) return ::testing::AssertionSuccess();
+::testing::AssertionResult same_bytes(const std::string& got, const std::string& want_) {
+    if (got == want_) return ::testing::AssertionSuccess();
     if (got.rfind("errno ", 0) == 0 || got.rfind("open errno ", 0) == 0) {
         return ::testing::AssertionFailure() << "read failed: " << got;
     }
     size_t i = 0;
-    while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-    return ::testing::AssertionFailure() << got.size() << " bytes read, " << want.size() << " expected, first difference at "
+    while (i < got.size() && i < want_.size() && got[i] == want_[i]) ++i;
+    return ::testing::AssertionFailure() << got.size() << " bytes read, " << want_.size() << " expected, first difference at "
                                          << i;
 }
 
@@ -102,19 +102,24 @@ protected:
         std::string error;
         ASSERT_TRUE(nginx_->start(&error)) << error;
     }
-    /// A dense model of 12 tensors of 1.5 MiB split into 3 shards in src_ (several cache
-    /// blocks per shard); returns the first shard's local path.
-    std::string dense_set() {
+    /// Writes a dense model of 12 tensors of 1.5 MiB split into 3 shards in src_ (two cache
+    /// blocks per shard): first_ is the first shard's local path, want_ the local merge.
+    void dense_set() {
         auto shards = mount_test::split_dense_model(
             12, [](int) { return int64_t{393216}; }, 4, 11, src_ + "/dense");
-        return shards.empty() ? "" : shards.front();
+        ASSERT_FALSE(shards.empty());
+        first_ = shards.front();
+        want_ = local_merge(first_);
     }
+    /// The URL of the first shard on the server at `base`.
+    std::string first_url(const std::string& base) const { return base + "/" + gguf::base_name(first_); }
     std::vector<std::string> remote_args(const std::vector<std::string>& more = {}) {
         std::vector<std::string> a = {"--cache-dir", cache_, "--net-timeout", "3"};
         a.insert(a.end(), more.begin(), more.end());
         return a;
     }
     std::string cache_;
+    std::string first_, want_;
     std::unique_ptr<NginxServer> nginx_;
 };
 
@@ -146,26 +151,24 @@ TEST_F(RemoteMount, TinyLlamaShardsAreServedLikeTheLocalMerge) {
     ASSERT_EQ(set.size(), 1u);
     ASSERT_TRUE(set[0].set) << set[0].error;
     ASSERT_GT(set[0].set->shards().size(), 1u);
-    const std::string want = local_merge(set[0].first_shard);
+    want_ = local_merge(set[0].first_shard);
     serve();
     ASSERT_TRUE(mount(remote_args(), nginx_->base_url() + "/" + gguf::base_name(set[0].first_shard)));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/tiny.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/tiny.gguf"), want_));
 }
 
 TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequest) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string url = first_url(nginx_->base_url());
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     EXPECT_GT(data_requests(nginx_->access_log()), 3u);
 
     nginx_->clear_access_log();
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto log2 = nginx_->access_log();
     EXPECT_EQ(data_requests(log2), 0u) << "a cached remount sent GET requests";
@@ -173,13 +176,12 @@ TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequ
 }
 
 TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    ASSERT_TRUE(mount(remote_args(), nginx_->base_url() + "/" + gguf::base_name(first)));
+    ASSERT_TRUE(mount(remote_args(), first_url(nginx_->base_url())));
     struct stat st {};
     ASSERT_EQ(::stat((mnt_ + "/dense.gguf").c_str(), &st), 0);
-    EXPECT_EQ(static_cast<uint64_t>(st.st_size), local_merge(first).size());
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), want_.size());
     auto log = nginx_->access_log();
     EXPECT_EQ(data_requests(log), 3u);
     for (const auto& e : log) EXPECT_EQ(e.range, "bytes=0-4194303") << e.request_line;
@@ -234,18 +236,16 @@ TEST_F(RemoteMount, TlsIsRefusedWithoutTheCaAndWorksWithIt) {
 }
 
 TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string url = first_url(nginx_->base_url());
     ASSERT_TRUE(mount(remote_args(), url));
-    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(unmount_and_wait(), 0);
     nginx_->stop();
 
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(unmount_and_wait(), 0);
     // Another cache holds nothing: offline, the mount itself fails with one line.
     cache_ = root_ + "/empty-cache";
@@ -257,16 +257,14 @@ TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
 }
 
 TEST_F(RemoteMount, OfflineUncachedBlockIsEioAndOneLogLine) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string url = first_url(nginx_->base_url());
     ASSERT_TRUE(mount(remote_args(), url));  // caches the first block of each shard only
     EXPECT_EQ(unmount_and_wait(), 0);
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
     const std::string merged = mnt_ + "/dense.gguf";
-    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));
     const uint64_t far = 5u << 20;  // block 1 of shard 1: never fetched
     EXPECT_TRUE(is_eio(pread_at(merged, far, 4096)));
     EXPECT_TRUE(is_eio(pread_at(merged, far + 8192, 4096)));
@@ -274,70 +272,62 @@ TEST_F(RemoteMount, OfflineUncachedBlockIsEioAndOneLogLine) {
 }
 
 TEST_F(RemoteMount, StoppedServerGivesEioDaemonStaysUp) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), nginx_->base_url() + "/" + gguf::base_name(first)));
+    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), first_url(nginx_->base_url())));
     const std::string merged = mnt_ + "/dense.gguf";
-    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));
     nginx_->stop();
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
     EXPECT_TRUE(daemon_.running());
-    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));  // cached blocks still served
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));  // cached blocks still served
 }
 
 TEST_F(RemoteMount, FailingServerGivesEioThenTheSameReadWorksWhenItIsBack) {
     std::string why;
     if (!FaultServer::available(&why)) GTEST_SKIP() << why;
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     FaultServer fs(src_);
     ASSERT_TRUE(fs.start(&why)) << why;
-    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), fs.base_url() + "/" + gguf::base_name(first)));
+    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), first_url(fs.base_url())));
     const std::string merged = mnt_ + "/dense.gguf";
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "drop"}, {"after_bytes", 1000}, {"times", -1}}}));
     EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_TRUE(daemon_.running());
     fs.set_rules(nlohmann::json::array());
-    EXPECT_TRUE(same_bytes(pread_at(merged, kShard3Block1, 65536), want.substr(kShard3Block1, 65536)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, kShard3Block1, 65536), want_.substr(kShard3Block1, 65536)));
     // A server error that clears within the retries is not seen by the reader.
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 503}, {"times", 1}}}));
-    EXPECT_TRUE(same_bytes(pread_at(merged, kShard2Block1, 65536), want.substr(kShard2Block1, 65536)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, kShard2Block1, 65536), want_.substr(kShard2Block1, 65536)));
     fs.stop();
 }
 
 TEST_F(RemoteMount, ChangedEtagWhileMountedServesCachedBlocksAndEioForTheRest) {
     std::string why;
     if (!FaultServer::available(&why)) GTEST_SKIP() << why;
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     FaultServer fs(src_);
     ASSERT_TRUE(fs.start(&why)) << why;
-    ASSERT_TRUE(mount(remote_args(), fs.base_url() + "/" + gguf::base_name(first)));
+    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
     const std::string merged = mnt_ + "/dense.gguf";
     fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "etag"}, {"etag", "\"v2\""}, {"times", -1}}}));
     EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
-    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want.substr(0, 4096)));
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));
     EXPECT_EQ(mount_test::lines_with(log(), "changed on the server").size(), 1u) << log();
     fs.stop();
 }
 
 TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     NginxOptions o;
     o.root = src_;
     o.limit_rate = 1u << 20;  // 1 MiB/s per connection: the read below is still running at the kill
     nginx_ = std::make_unique<NginxServer>(o);
     std::string error;
     ASSERT_TRUE(nginx_->start(&error)) << error;
-    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string url = first_url(nginx_->base_url());
     ASSERT_TRUE(mount(remote_args(), url));
     std::thread reader([&] { gguf_test::read_file(mnt_ + "/dense.gguf"); });
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -354,15 +344,13 @@ TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
     EXPECT_LT(blocks, 6u);
 
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
 }
 
 TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
-    const std::string first = dense_set();
-    ASSERT_FALSE(first.empty());
-    const std::string want = local_merge(first);
+    ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
-    const std::string url = nginx_->base_url() + "/" + gguf::base_name(first);
+    const std::string url = first_url(nginx_->base_url());
     const std::string mnt2 = root_ + "/mnt2";
     ASSERT_EQ(::mkdir(mnt2.c_str(), 0755), 0);
     Daemon second;
@@ -376,13 +364,13 @@ TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
     std::thread t2([&] { b = gguf_test::read_file(mnt2 + "/dense.gguf"); });
     t1.join();
     t2.join();
-    EXPECT_TRUE(same_bytes(a, want));
-    EXPECT_TRUE(same_bytes(b, want));
+    EXPECT_TRUE(same_bytes(a, want_));
+    EXPECT_TRUE(same_bytes(b, want_));
     EXPECT_EQ(second.stop(mnt2), 0);
     EXPECT_EQ(unmount_and_wait(), 0);
     nginx_->clear_access_log();
     ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(data_requests(nginx_->access_log()), 0u);
 }
 
