@@ -109,7 +109,7 @@ uint64_t RemoteSource::block_length(uint64_t block) const noexcept {
     return start >= info_.size ? 0 : std::min(BlockCache::kBlockSize, info_.size - start);
 }
 
-int RemoteSource::fetch(uint64_t block) const noexcept {
+int RemoteSource::fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noexcept {
     const uint64_t len = block_length(block);
     {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -132,7 +132,7 @@ int RemoteSource::fetch(uint64_t block) const noexcept {
     } else {
         try {
             std::unique_ptr<char[]> buf(new char[len]);
-            size_t got = 0;
+            size_t got = 0;  // == len (get_range throws on a short answer)
             ObjectInfo info = context_->http().get_range(url_, block * BlockCache::kBlockSize, len, buf.get(), &got);
             if (info.validator != info_.validator || info.size != info_.size) {
                 if (!changed_.exchange(true)) {
@@ -143,11 +143,11 @@ int RemoteSource::fetch(uint64_t block) const noexcept {
                 rc = -EIO;
             } else {
                 int s = context_->cache().store(key_, block, buf.get(), got);
-                if (s != 0) {
-                    spdlog::warn("{}: cannot store block {} in {}: {}", name_, block, context_->cache().dir(),
-                                 std::strerror(-s));
-                    rc = s;
+                if (s != 0 && !store_failure_logged_.exchange(true)) {
+                    spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name_, block,
+                                 context_->cache().dir(), std::strerror(-s));
                 }
+                if (keep) *keep = std::move(buf);
             }
         } catch (const HttpError& e) {
             spdlog::warn("{}", e.what());
@@ -176,7 +176,7 @@ void RemoteSource::read_ahead(uint64_t block) const noexcept {
         }
         if (context_->cache().has(key_, b, block_length(b))) continue;
         context_->submit([weak, b] {
-            if (auto self = weak.lock()) self->fetch(b);
+            if (auto self = weak.lock()) self->fetch(b, nullptr);
         });
     }
 }
@@ -197,10 +197,19 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         const uint64_t prev = next_block_.exchange(block + 1);
         if (prev == block) read_ahead(block);
         ssize_t r = context_->cache().read(key_, block, blen, in_block, n, out + done);
-        if (r == -ENOENT) {
-            int rc = fetch(block);
+        // Absent: fetch it. The bytes this thread fetched are used directly (the cache may not
+        // keep them: disk full, or evicted at once by a small --cache-max-size); a block another
+        // thread fetched is read from the cache, and fetched again if it is already gone.
+        for (int attempt = 0; r == -ENOENT && attempt < 2; ++attempt) {
+            std::unique_ptr<char[]> fetched;
+            int rc = fetch(block, &fetched);
             if (rc != 0) return rc;
-            r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+            if (fetched) {
+                std::memcpy(out + done, fetched.get() + in_block, n);
+                r = static_cast<ssize_t>(n);
+            } else {
+                r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+            }
         }
         if (r < 0) return r == -ENOENT ? -EIO : r;
         done += n;

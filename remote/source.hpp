@@ -83,9 +83,10 @@ public:
 private:
     RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info);
     uint64_t block_length(uint64_t block) const noexcept;
-    /// Makes block `block` present in the cache (fetching it if needed); 0 or -errno. When
-    /// `keep` is given and the block had to be fetched, its bytes are also copied there.
-    int fetch(uint64_t block) const noexcept;
+    /// Makes block `block` present (fetching it unless it is cached or another thread fetches
+    /// it, which is waited for); 0 or -errno. When this call fetched it and `keep` is given,
+    /// `*keep` receives the block's bytes (whether or not the cache could store them).
+    int fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noexcept;
     void read_ahead(uint64_t block) const noexcept;
 
     std::shared_ptr<RemoteContext> context_;
@@ -95,6 +96,7 @@ private:
     std::string key_;
     mutable std::atomic<bool> changed_{false};
     mutable std::atomic<bool> offline_logged_{false};
+    mutable std::atomic<bool> store_failure_logged_{false};
     mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;

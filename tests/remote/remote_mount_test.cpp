@@ -347,6 +347,19 @@ TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
     EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
 }
 
+TEST_F(RemoteMount, CacheBoundBelowTheWorkingSetStillServesTheRightBytes) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    ASSERT_TRUE(mount(remote_args({"--cache-max-size", "6M"}), first_url(nginx_->base_url())));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    uint64_t bytes = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_ + "/v1/objects")) {
+        if (e.is_regular_file()) bytes += e.file_size();
+    }
+    EXPECT_LE(bytes, 6000000u + (4u << 20)) << "at most one block over the bound (the one just stored)";
+}
+
 TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
