@@ -32,6 +32,7 @@
 #include "gguf/split_plan.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/index.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/source.hpp"
@@ -227,7 +228,7 @@ int run_mount(int argc, char** argv) {
     const std::string mountpoint = real_path(mount_arg);
 
     std::unique_ptr<fs::LiveFilesystem> live;
-    std::string source;  // the name in logs and the default fsname (a remote URL: redacted)
+    std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
     bool single_set = true;
 #ifdef GGUF_MOUNT_WITH_REMOTE
     std::shared_ptr<remote::RemoteContext> remote_context;
@@ -246,7 +247,7 @@ int run_mount(int argc, char** argv) {
             spdlog::error("{}", e.what());
             return 1;
         }
-        source = remote::redact_url(source_arg);
+        source = remote::url_for_message(source_arg);
         if (!source.empty() && source.back() == '/') {
             spdlog::error("{}: directory URLs are not supported yet; give the URL of a set's first shard", source);
             return 1;

@@ -1,3 +1,4 @@
+#include "remote/index.hpp"
 #include "remote/cache.hpp"
 
 #include <dirent.h>
@@ -132,7 +133,7 @@ std::string BlockCache::default_dir() {
 }
 
 std::string BlockCache::object_key(const std::string& url, const std::string& validator) {
-    return sha256_hex(redact_url(url) + "\n" + validator);
+    return sha256_hex(url_for_message(url) + "\n" + validator);
 }
 
 std::string BlockCache::block_path(const std::string& key, uint64_t block) const {
@@ -221,7 +222,7 @@ void BlockCache::evict() noexcept {
 }
 
 std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
-    std::ifstream in(dir_ + "/meta/" + sha256_hex(redact_url(url)));
+    std::ifstream in(dir_ + "/meta/" + sha256_hex(url_for_message(url)));
     ObjectInfo info;
     std::string size, mtime;
     if (!std::getline(in, size) || !std::getline(in, info.validator) || !std::getline(in, mtime)) return std::nullopt;
@@ -233,7 +234,7 @@ std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
 void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const noexcept {
     try {
         std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
-        write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(redact_url(url)), text.data(), text.size());
+        write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(url_for_message(url)), text.data(), text.size());
     } catch (...) {
     }
 }

@@ -4,7 +4,7 @@
 //   DIR/v1/lock                      flock(LOCK_EX) while evicting
 //   DIR/v1/meta/<sha256(url)>        "size\nvalidator\nmtime\n" of the last version seen of a URL
 //   DIR/v1/objects/<key>/<block>     block `block` (decimal) of the object, exactly its length
-// where key = sha256(redacted URL + "\n" + validator): a changed remote file has a new key, so
+// where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
 //
 // Durability: a block is written to a temporary name in its object directory, fdatasync()ed,
@@ -45,7 +45,7 @@ public:
     /// $XDG_CACHE_HOME/gguf-mount, else $HOME/.cache/gguf-mount, else /var/cache/gguf-mount.
     static std::string default_dir();
 
-    /// The key of a version of a remote object: hex sha256 of "URL\nVALIDATOR" (URL redacted).
+    /// The key of a version of a remote object: hex sha256 of "URL\nVALIDATOR" (URL as url_for_message gives it).
     static std::string object_key(const std::string& url, const std::string& validator);
 
     /// Copies bytes [offset, offset + len) of block `block` of object `key` into `dst` when the
@@ -62,7 +62,7 @@ public:
     /// refetch later). Never throws.
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
 
-    /// The last recorded version of `url` (redacted), for --offline and for remounts.
+    /// The last recorded version of `url` (without credentials or query), for --offline and for remounts.
     std::optional<ObjectInfo> load_meta(const std::string& url) const;
     /// Records the version of `url` atomically (temporary + rename). Errors are ignored.
     void save_meta(const std::string& url, const ObjectInfo& info) const noexcept;

@@ -1,3 +1,4 @@
+#include "remote/index.hpp"
 #include "remote/catalog.hpp"
 
 #include <unistd.h>
@@ -21,7 +22,7 @@ constexpr uint32_t kParallelOpens = 8;
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : first_url.substr(q);
-    const std::string shown = redact_url(first_url);  // names and messages use this form
+    const std::string shown = url_for_message(first_url);  // names and messages use this form
     const std::string real_base = first_url.substr(0, q);
     // The real URL of a shard named in the shown form: credentials and query put back.
     const size_t path_at = shown.find('/', shown.find("://") + 3);

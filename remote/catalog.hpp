@@ -14,7 +14,7 @@ namespace gguf_mount::remote {
 /// optionally with a query string, which is kept for every shard URL but never shown): one
 /// MergedSet entry NAME.gguf at the root. Shard URLs follow from the name; the shards' first
 /// blocks (their headers) are fetched several at a time. Reads only headers and sizes.
-/// Throws gguf::Error with one line naming the (redacted) URL: Code::Io for network and HTTP
+/// Throws gguf::Error with one line naming the (without credentials or query) URL: Code::Io for network and HTTP
 /// failures of shard 1 (ENOENT for 404/410), BadSplit for a name that is not a first shard or a
 /// set that does not validate (a missing shard is "URL: missing shard i of N").
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);

@@ -1,5 +1,7 @@
 #include "remote/http.hpp"
 
+#include "remote/index.hpp"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -41,17 +43,6 @@ bool parse_content_range(const std::string& v, uint64_t* a, uint64_t* b, uint64_
 }
 
 }  // namespace
-
-std::string redact_url(const std::string& url) {
-    std::string u = url.substr(0, url.find_first_of("?#"));
-    size_t scheme = u.find("://");
-    if (scheme == std::string::npos) return u;
-    size_t host = scheme + 3;
-    size_t slash = u.find('/', host);
-    size_t at = u.rfind('@', slash == std::string::npos ? u.size() : slash);
-    if (at != std::string::npos && at >= host) u.erase(host, at + 1 - host);
-    return u;
-}
 
 bool is_http_url(const std::string& s) {
     std::string l = lower(s.substr(0, 8));
@@ -217,7 +208,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, uint64_t offse
         curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
     }
 
-    const std::string name = redact_url(url);
+    const std::string name = url_for_message(url);
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

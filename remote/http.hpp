@@ -15,11 +15,6 @@
 
 namespace gguf_mount::remote {
 
-/// `url` without credentials ("user:pass@"), query string and fragment: the only form of a URL
-/// that is ever logged, shown or used as a cache key (a query may hold a signature).
-/// Example: "https://u:p@h/x.gguf?sig=1#f" -> "https://h/x.gguf".
-std::string redact_url(const std::string& url);
-
 /// True for "http://..." and "https://..." (case-insensitive scheme).
 bool is_http_url(const std::string& s);
 
@@ -30,7 +25,8 @@ struct ObjectInfo {
     time_t mtime = 0;        ///< Last-Modified as seconds since the epoch, 0 when absent
 };
 
-/// A failed request: one line naming the URL (redacted) and what a user can do about it.
+/// A failed request: one line naming the URL (url_for_message, remote/index.hpp: no credentials,
+/// query or fragment) and what a user can do about it.
 /// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
 /// 401/403); `status` the HTTP status (0 for transport errors).
 class HttpError : public std::runtime_error {

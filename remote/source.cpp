@@ -1,3 +1,4 @@
+#include "remote/index.hpp"
 #include "remote/source.hpp"
 
 #include <unistd.h>
@@ -56,12 +57,12 @@ void RemoteContext::work() {
 }
 
 RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info)
-    : context_(std::move(context)), url_(std::move(url)), name_(redact_url(url_)), info_(std::move(info)) {
+    : context_(std::move(context)), url_(std::move(url)), name_(url_for_message(url_)), info_(std::move(info)) {
     key_ = BlockCache::object_key(url_, info_.validator);
 }
 
 std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> context, const std::string& url) {
-    const std::string name = redact_url(url);
+    const std::string name = url_for_message(url);
     BlockCache& cache = context->cache();
     std::optional<ObjectInfo> known = cache.load_meta(url);
     if (context->options().offline) {

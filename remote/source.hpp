@@ -91,7 +91,7 @@ private:
 
     std::shared_ptr<RemoteContext> context_;
     std::string url_;   // as given (may hold a query string: never logged)
-    std::string name_;  // redacted
+    std::string name_;  // without credentials or query
     ObjectInfo info_;
     std::string key_;
     mutable std::atomic<bool> changed_{false};
