@@ -259,6 +259,10 @@ int run_mount(int argc, char** argv) {
             spdlog::error("{}", e.what());
             return 1;
         }
+        for (const auto& e : first_catalog->entries) {
+            spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
+                         remote_context->cache().dir());
+        }
         live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
             if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                 gguf::Catalog c = std::move(*first_catalog);

@@ -71,8 +71,15 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
     }
     try {
         if (known) {
-            ObjectInfo now = context->http().head(url);
-            if (now.validator == known->validator && now.size == known->size) {
+            std::optional<ObjectInfo> now;
+            try {
+                now = context->http().head(url);
+            } catch (const HttpError& e) {
+                // A server that refuses HEAD (405, or a signed URL valid for GET only) still
+                // answers the ranged GET below; a server that is down fails there too.
+                spdlog::debug("{} (HEAD); asking with a ranged GET", e.what());
+            }
+            if (now && now->validator == known->validator && now->size == known->size) {
                 return std::shared_ptr<RemoteSource>(new RemoteSource(context, url, *known));
             }
         }

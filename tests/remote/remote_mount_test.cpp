@@ -175,6 +175,47 @@ TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequ
     EXPECT_EQ(log2.size(), 3u) << "one HEAD per shard expected";
 }
 
+TEST_F(RemoteMount, ARemoteFileChangedBetweenMountsIsServedInItsNewVersion) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string url = first_url(nginx_->base_url());
+    ASSERT_TRUE(mount(remote_args(), url));
+    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+    EXPECT_EQ(unmount_and_wait(), 0);
+    // Same names and sizes, other tensor bytes (another seed), another mtime: another ETag.
+    for (const auto& e : std::filesystem::directory_iterator(src_)) std::filesystem::remove(e.path());
+    auto shards = mount_test::split_dense_model(
+        12, [](int) { return int64_t{393216}; }, 4, 12, src_ + "/dense");
+    ASSERT_EQ(shards.size(), 3u);
+    for (const auto& s : shards) {
+        struct timespec t[2] = {{2000000000, 0}, {2000000000, 0}};
+        ASSERT_EQ(::utimensat(AT_FDCWD, s.c_str(), t, 0), 0);
+    }
+    const std::string changed = local_merge(shards.front());
+    ASSERT_EQ(changed.size(), want_.size());
+    ASSERT_NE(changed, want_);
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), changed));
+}
+
+TEST_F(RemoteMount, ACachedRemountFallsBackToAGetWhenHeadIsRefused) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    FaultServer fs(src_);
+    ASSERT_TRUE(fs.start(&why)) << why;
+    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
+    EXPECT_EQ(unmount_and_wait(), 0);
+    fs.clear_access_log();
+    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 405}, {"times", 1}}}));
+    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+    size_t refused = 0;
+    for (const auto& e : fs.access_log()) refused += e.method == "HEAD" && e.status == 405;
+    EXPECT_EQ(refused, 1u);  // shard 1 is asked first, alone
+    fs.stop();
+}
+
 TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
