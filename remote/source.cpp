@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -117,11 +118,22 @@ uint64_t RemoteSource::block_length(uint64_t block) const noexcept {
     return start >= info_.size ? 0 : std::min(BlockCache::kBlockSize, info_.size - start);
 }
 
-int RemoteSource::fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noexcept {
+std::shared_ptr<const char[]> RemoteSource::fresh(uint64_t block) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = fresh_.find(block);
+    return it == fresh_.end() ? nullptr : it->second;
+}
+
+int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept {
     const uint64_t len = block_length(block);
     {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return fetching_.count(block) == 0; });
+        auto it = fresh_.find(block);
+        if (it != fresh_.end()) {  // fetched by another thread, still being stored
+            if (bytes) *bytes = it->second;
+            return 0;
+        }
         if (context_->cache().has(key_, block, len)) return 0;
         if (changed_.load()) return -EIO;
         try {
@@ -131,6 +143,9 @@ int RemoteSource::fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noe
         }
     }
     int rc = 0;
+    std::shared_ptr<char[]> buf;
+    size_t got = 0;  // == len (get_range throws on a short answer)
+    const auto t0 = std::chrono::steady_clock::now();
     if (context_->options().offline) {
         if (!offline_logged_.exchange(true)) {
             spdlog::warn("{}: block {} (bytes {}-{}) is not cached and --offline is set: reads of it fail with EIO",
@@ -139,8 +154,7 @@ int RemoteSource::fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noe
         rc = -EIO;
     } else {
         try {
-            std::unique_ptr<char[]> buf(new char[len]);
-            size_t got = 0;  // == len (get_range throws on a short answer)
+            buf.reset(new char[len]);
             ObjectInfo info = context_->http().get_range(url_, block * BlockCache::kBlockSize, len, buf.get(), &got);
             if (info.validator != info_.validator || info.size != info_.size) {
                 if (!changed_.exchange(true)) {
@@ -149,28 +163,44 @@ int RemoteSource::fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noe
                                  name_, info_.validator, info.validator);
                 }
                 rc = -EIO;
-            } else {
-                int s = context_->cache().store(key_, block, buf.get(), got);
-                if (s != 0 && !store_failure_logged_.exchange(true)) {
-                    spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name_, block,
-                                 context_->cache().dir(), std::strerror(-s));
-                }
-                if (keep) *keep = std::move(buf);
             }
         } catch (const HttpError& e) {
             spdlog::warn("{}", e.what());
-            rc = -(e.sys_errno() ? e.sys_errno() : EIO);
-            if (rc == -ENOENT || rc == -EACCES) rc = -EIO;
+            rc = -EIO;
         } catch (...) {
             rc = -ENOMEM;
         }
     }
+    // Readers take the bytes from memory at once; the cache gets them after (write, fdatasync
+    // and rename take longer than the transfer on loopback: 10-80 ms against 5-10 ms per block).
     {
         std::lock_guard<std::mutex> lock(mutex_);
         fetching_.erase(block);
+        if (rc == 0) {
+            try {
+                fresh_[block] = buf;
+            } catch (...) {
+            }
+        }
     }
     cv_.notify_all();
-    return rc;
+    if (rc != 0) return rc;
+    if (bytes) *bytes = buf;
+    const auto t1 = std::chrono::steady_clock::now();
+    int s = context_->cache().store(key_, block, buf.get(), got);
+    if (s != 0 && !store_failure_logged_.exchange(true)) {
+        spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name_, block,
+                     context_->cache().dir(), std::strerror(-s));
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fresh_.erase(block);
+    }
+    spdlog::debug("{}: block {} ({} bytes) fetched in {} ms, stored in {} ms{}", name_, block, got,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count(),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1).count(),
+                  bytes ? "" : " (read-ahead)");
+    return 0;
 }
 
 void RemoteSource::read_ahead(uint64_t block) const noexcept {
@@ -204,20 +234,21 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         // inside one block, like the header reads of planning, are not).
         const uint64_t prev = next_block_.exchange(block + 1);
         if (prev == block) read_ahead(block);
-        ssize_t r = context_->cache().read(key_, block, blen, in_block, n, out + done);
-        // Absent: fetch it. The bytes this thread fetched are used directly (the cache may not
-        // keep them: disk full, or evicted at once by a small --cache-max-size); a block another
-        // thread fetched is read from the cache, and fetched again if it is already gone.
-        for (int attempt = 0; r == -ENOENT && attempt < 2; ++attempt) {
-            std::unique_ptr<char[]> fetched;
-            int rc = fetch(block, &fetched);
+        ssize_t r = -ENOENT;
+        std::shared_ptr<const char[]> bytes = fresh(block);
+        if (!bytes) r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+        // Absent: fetch it (or wait for the thread fetching it). The fetched bytes are used from
+        // memory (the cache may not keep them: disk full, or evicted at once under a small
+        // --cache-max-size); a block found cached meanwhile is read from the cache, and fetched
+        // again if it is already gone.
+        for (int attempt = 0; !bytes && r == -ENOENT && attempt < 2; ++attempt) {
+            int rc = fetch(block, &bytes);
             if (rc != 0) return rc;
-            if (fetched) {
-                std::memcpy(out + done, fetched.get() + in_block, n);
-                r = static_cast<ssize_t>(n);
-            } else {
-                r = context_->cache().read(key_, block, blen, in_block, n, out + done);
-            }
+            if (!bytes) r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+        }
+        if (bytes) {
+            std::memcpy(out + done, bytes.get() + in_block, n);
+            r = static_cast<ssize_t>(n);
         }
         if (r < 0) return r == -ENOENT ? -EIO : r;
         done += n;

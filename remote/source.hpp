@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -83,10 +84,12 @@ public:
 private:
     RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info);
     uint64_t block_length(uint64_t block) const noexcept;
-    /// Makes block `block` present (fetching it unless it is cached or another thread fetches
-    /// it, which is waited for); 0 or -errno. When this call fetched it and `keep` is given,
-    /// `*keep` receives the block's bytes (whether or not the cache could store them).
-    int fetch(uint64_t block, std::unique_ptr<char[]>* keep) const noexcept;
+    /// Makes block `block` available: fetched by this call, or by another thread (waited for),
+    /// or already cached; 0 or -errno. `*bytes` (if given) receives the block's bytes when they
+    /// are in memory (fetched, and possibly not yet or never stored); null when it was cached.
+    int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept;
+    /// The bytes of `block` when it was just fetched and is being stored, else null.
+    std::shared_ptr<const char[]> fresh(uint64_t block) const;
     void read_ahead(uint64_t block) const noexcept;
 
     std::shared_ptr<RemoteContext> context_;
@@ -100,7 +103,8 @@ private:
     mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
-    mutable std::set<uint64_t> fetching_;
+    mutable std::set<uint64_t> fetching_;  // blocks being downloaded
+    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being stored
 };
 
 }  // namespace gguf_mount::remote
