@@ -92,6 +92,17 @@ protected:
     void TearDown() override {
         MountFixture::TearDown();
         if (nginx_) nginx_->stop();
+        fault_.reset();
+    }
+    /// Writes the dense set, serves it with the fault server (fault_) and mounts its first
+    /// shard URL with remote_args(more). Skips without python3.
+    void mount_dense_on_fault_server(const std::vector<std::string>& more = {}) {
+        std::string why;
+        if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+        ASSERT_NO_FATAL_FAILURE(dense_set());
+        fault_ = std::make_unique<FaultServer>(src_);
+        ASSERT_TRUE(fault_->start(&why)) << why;
+        ASSERT_TRUE(mount(remote_args(more), first_url(fault_->base_url())));
     }
     /// Starts nginx over src_ (with TLS when asked).
     void serve(bool tls = false) {
@@ -111,6 +122,12 @@ protected:
         first_ = shards.front();
         want_ = local_merge(first_);
     }
+    /// Mounts `url`, reads the whole merged file (it must equal want_) and unmounts.
+    void read_all_once(const std::string& url) {
+        ASSERT_TRUE(mount(remote_args(), url));
+        ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+        ASSERT_EQ(unmount_and_wait(), 0) << log();
+    }
     /// The URL of the first shard on the server at `base`.
     std::string first_url(const std::string& base) const { return base + "/" + gguf::base_name(first_); }
     std::vector<std::string> remote_args(const std::vector<std::string>& more = {}) {
@@ -121,6 +138,7 @@ protected:
     std::string cache_;
     std::string first_, want_;
     std::unique_ptr<NginxServer> nginx_;
+    std::unique_ptr<FaultServer> fault_;
 };
 
 TEST_F(RemoteMount, EveryManifestSetIsServedWithItsSha256) {
@@ -161,15 +179,11 @@ TEST_F(RemoteMount, DenseSetMatchesTheLocalMergeAndACachedRemountSendsNoDataRequ
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
     const std::string url = first_url(nginx_->base_url());
-    ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
-    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    ASSERT_NO_FATAL_FAILURE(read_all_once(url));
     EXPECT_GT(data_requests(nginx_->access_log()), 3u);
 
     nginx_->clear_access_log();
-    ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
-    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    ASSERT_NO_FATAL_FAILURE(read_all_once(url));
     auto log2 = nginx_->access_log();
     EXPECT_EQ(data_requests(log2), 0u) << "a cached remount sent GET requests";
     EXPECT_EQ(log2.size(), 3u) << "one HEAD per shard expected";
@@ -179,9 +193,7 @@ TEST_F(RemoteMount, ARemoteFileChangedBetweenMountsIsServedInItsNewVersion) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
     const std::string url = first_url(nginx_->base_url());
-    ASSERT_TRUE(mount(remote_args(), url));
-    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
-    EXPECT_EQ(unmount_and_wait(), 0);
+    ASSERT_NO_FATAL_FAILURE(read_all_once(url));
     // Same names and sizes, other tensor bytes (another seed), another mtime: another ETag.
     for (const auto& e : std::filesystem::directory_iterator(src_)) std::filesystem::remove(e.path());
     auto shards = mount_test::split_dense_model(
@@ -199,21 +211,16 @@ TEST_F(RemoteMount, ARemoteFileChangedBetweenMountsIsServedInItsNewVersion) {
 }
 
 TEST_F(RemoteMount, ACachedRemountFallsBackToAGetWhenHeadIsRefused) {
-    std::string why;
-    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
-    ASSERT_NO_FATAL_FAILURE(dense_set());
-    FaultServer fs(src_);
-    ASSERT_TRUE(fs.start(&why)) << why;
-    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
+    mount_dense_on_fault_server();
+    if (IsSkipped() || HasFatalFailure()) return;
     EXPECT_EQ(unmount_and_wait(), 0);
-    fs.clear_access_log();
-    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 405}, {"times", 1}}}));
-    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
+    fault_->clear_access_log();
+    fault_->set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 405}, {"times", 1}}}));
+    ASSERT_TRUE(mount(remote_args(), first_url(fault_->base_url())));
     EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     size_t refused = 0;
-    for (const auto& e : fs.access_log()) refused += e.method == "HEAD" && e.status == 405;
+    for (const auto& e : fault_->access_log()) refused += e.method == "HEAD" && e.status == 405;
     EXPECT_EQ(refused, 1u);  // shard 1 is asked first, alone
-    fs.stop();
 }
 
 TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
@@ -280,9 +287,7 @@ TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
     const std::string url = first_url(nginx_->base_url());
-    ASSERT_TRUE(mount(remote_args(), url));
-    ASSERT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
-    EXPECT_EQ(unmount_and_wait(), 0);
+    ASSERT_NO_FATAL_FAILURE(read_all_once(url));
     nginx_->stop();
 
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
@@ -327,37 +332,27 @@ TEST_F(RemoteMount, StoppedServerGivesEioDaemonStaysUp) {
 }
 
 TEST_F(RemoteMount, FailingServerGivesEioThenTheSameReadWorksWhenItIsBack) {
-    std::string why;
-    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
-    ASSERT_NO_FATAL_FAILURE(dense_set());
-    FaultServer fs(src_);
-    ASSERT_TRUE(fs.start(&why)) << why;
-    ASSERT_TRUE(mount(remote_args({"--net-timeout", "2"}), first_url(fs.base_url())));
+    mount_dense_on_fault_server({"--net-timeout", "2"});
+    if (IsSkipped() || HasFatalFailure()) return;
     const std::string merged = mnt_ + "/dense.gguf";
-    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "drop"}, {"after_bytes", 1000}, {"times", -1}}}));
+    fault_->set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "drop"}, {"after_bytes", 1000}, {"times", -1}}}));
     EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_TRUE(daemon_.running());
-    fs.set_rules(nlohmann::json::array());
+    fault_->set_rules(nlohmann::json::array());
     EXPECT_TRUE(same_bytes(pread_at(merged, kShard3Block1, 65536), want_.substr(kShard3Block1, 65536)));
     // A server error that clears within the retries is not seen by the reader.
-    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 503}, {"times", 1}}}));
+    fault_->set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "status"}, {"status", 503}, {"times", 1}}}));
     EXPECT_TRUE(same_bytes(pread_at(merged, kShard2Block1, 65536), want_.substr(kShard2Block1, 65536)));
-    fs.stop();
 }
 
 TEST_F(RemoteMount, ChangedEtagWhileMountedServesCachedBlocksAndEioForTheRest) {
-    std::string why;
-    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
-    ASSERT_NO_FATAL_FAILURE(dense_set());
-    FaultServer fs(src_);
-    ASSERT_TRUE(fs.start(&why)) << why;
-    ASSERT_TRUE(mount(remote_args(), first_url(fs.base_url())));
+    mount_dense_on_fault_server();
+    if (IsSkipped() || HasFatalFailure()) return;
     const std::string merged = mnt_ + "/dense.gguf";
-    fs.set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "etag"}, {"etag", "\"v2\""}, {"times", -1}}}));
+    fault_->set_rules(nlohmann::json::array({{{"path", "*"}, {"fault", "etag"}, {"etag", "\"v2\""}, {"times", -1}}}));
     EXPECT_TRUE(is_eio(pread_at(merged, kShard3Block1, 65536)));
     EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));
     EXPECT_EQ(mount_test::lines_with(log(), "changed on the server").size(), 1u) << log();
-    fs.stop();
 }
 
 TEST_F(RemoteMount, KillDuringFetchesThenRemountIsByteExact) {
