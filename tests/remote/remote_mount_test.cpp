@@ -223,6 +223,25 @@ TEST_F(RemoteMount, ACachedRemountFallsBackToAGetWhenHeadIsRefused) {
     EXPECT_EQ(refused, 1u);  // shard 1 is asked first, alone
 }
 
+TEST_F(RemoteMount, DaemonizedMountServesTheSetAfterTheFork) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    // No -f: planning (HTTP, cache) happens before fuse_daemonize forks; reads and read-ahead
+    // threads run in the daemon.
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), first_url(nginx_->base_url()), mnt_, "--cache-dir",
+                             cache_, "--net-timeout", "3"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto pids = mount_test::pids_with_argument(mnt_);
+    ASSERT_EQ(pids.size(), 1u);
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+    EXPECT_GT(data_requests(nginx_->access_log()), 4u);
+    ASSERT_TRUE(mount_test::unmount(mnt_));
+    if (!mount_test::wait_gone(pids[0])) {
+        ::kill(pids[0], SIGKILL);
+        ADD_FAILURE() << "daemon " << pids[0] << " still running after fusermount3 -u";
+    }
+}
+
 TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
