@@ -35,6 +35,7 @@
 #include "remote/index.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
+#include "remote/listing.hpp"
 #include "remote/source.hpp"
 #endif
 
@@ -248,29 +249,38 @@ int run_mount(int argc, char** argv) {
             return 1;
         }
         source = remote::url_for_message(source_arg);
-        if (!source.empty() && source.back() == '/') {
-            spdlog::error("{}: directory URLs are not supported yet; give the URL of a set's first shard", source);
-            return 1;
-        }
-        std::shared_ptr<gguf::Catalog> first_catalog;
-        try {
-            first_catalog = std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
-        } catch (const std::exception& e) {
-            spdlog::error("{}", e.what());
-            return 1;
-        }
-        for (const auto& e : first_catalog->entries) {
-            spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
-                         remote_context->cache().dir());
-        }
-        live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
-            if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
-                gguf::Catalog c = std::move(*first_catalog);
-                first_catalog.reset();
-                return c;
+        const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+        if (!path_part.empty() && path_part.back() == '/') {
+            // A directory: its index pages, walked by the catalog like a local directory.
+            gguf::CatalogOptions dopt;
+            dopt.show_shards = args.count("show-shards") > 0;
+            auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
+            live = fs::LiveFilesystem::with_builder(source,
+                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
+            single_set = false;
+        } else {
+            // A first shard: planned now, so that a failure exits before mounting.
+            std::shared_ptr<gguf::Catalog> first_catalog;
+            try {
+                first_catalog =
+                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
+            } catch (const std::exception& e) {
+                spdlog::error("{}", e.what());
+                return 1;
             }
-            return remote::remote_set_catalog(source_arg, remote_context);
-        });
+            for (const auto& e : first_catalog->entries) {
+                spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
+                             remote_context->cache().dir());
+            }
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
+                if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
+                    gguf::Catalog c = std::move(*first_catalog);
+                    first_catalog.reset();
+                    return c;
+                }
+                return remote::remote_set_catalog(source_arg, remote_context);
+            });
+        }
     }
 #endif
     if (!live) {

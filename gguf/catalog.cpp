@@ -62,11 +62,17 @@ struct Candidate {
 
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
-/// The first 4 bytes of `path` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
-bool starts_with_gguf_magic(const std::string& path) {
-    UniqueFd fd = open_read_only(path);
+/// The first 4 bytes of `part` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
+bool starts_with_gguf_magic(const FilePart& part) {
+    const std::string& path = part.path;
     char magic[4] = {};
-    ssize_t n = pread_full(fd.get(), magic, sizeof magic, 0);
+    ssize_t n = 0;
+    if (part.source) {
+        n = part.source->pread(magic, sizeof magic, 0);
+    } else {
+        UniqueFd fd = open_read_only(path);
+        n = pread_full(fd.get(), magic, sizeof magic, 0);
+    }
     if (n < 0) {
         int e = static_cast<int>(-n);
         throw Error(Code::Io, path + ": read failed: " + std::strerror(e), e);
@@ -76,13 +82,14 @@ bool starts_with_gguf_magic(const std::string& path) {
 
 class Walker {
 public:
-    Walker(const CatalogOptions& options, Catalog& out) : options_(options), out_(out) {}
+    Walker(const CatalogOptions& options, Catalog& out, DirectoryListing* listing = nullptr)
+        : options_(options), out_(out), listing_(listing) {}
 
     /// Walks directory `abs` shown at `rel` ("" for the root).
     void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
         ++directories_;
         out_.directories.push_back(CatalogDirectory{rel, directory_attributes(st)});
-        out_.watched.push_back(WatchedPath{abs, true, true, st});
+        if (!listing_) out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
 
         std::vector<Listed> files;
@@ -151,6 +158,7 @@ private:
     /// directory cannot be read.
     bool list(const std::string& abs, const std::string& rel, std::vector<Listed>* files, std::vector<Subdir>* subdirs,
               std::set<std::string>* real_names) {
+        if (listing_) return list_listing(abs, rel, files, subdirs, real_names);
         DIR* d = ::opendir(abs.c_str());
         if (!d) {
             int e = errno;
@@ -237,7 +245,7 @@ private:
             for (const std::string& p : g.pieces) lf.parts.push_back(by_name.at(p)->part);
             try {
                 for (size_t i = 1; i < lf.parts.size(); ++i) {
-                    if (starts_with_gguf_magic(lf.parts[i].path)) {
+                    if (starts_with_gguf_magic(lf.parts[i])) {
                         throw Error(Code::BadMagic, lf.parts[i].path + ": starts with GGUF, so it is a GGUF file of " +
                                                         "its own, not a byte piece of " + g.logical + "; not shown");
                     }
@@ -381,8 +389,39 @@ private:
         }
     }
 
+    /// list() for a DirectoryListing: every item is a real name; files carry their source;
+    /// each subdirectory gets a distinct made-up inode (a listing has no loops).
+    bool list_listing(const std::string& abs, const std::string& rel, std::vector<Listed>* files,
+                      std::vector<Subdir>* subdirs, std::set<std::string>* real_names) {
+        std::vector<DirectoryListing::Item> items;
+        try {
+            items = listing_->list(rel);
+        } catch (const Error& e) {
+            problem(rel.empty() ? "." : rel, std::string(e.what()) + "; not shown");
+            return false;
+        }
+        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+        for (auto& item : items) {
+            if (item.name.empty() || item.name[0] == '.') continue;
+            if (!real_names->insert(item.name).second) continue;
+            if (item.directory) {
+                struct stat st {};
+                st.st_mode = S_IFDIR | 0555;
+                st.st_uid = item.part.st.st_uid;
+                st.st_gid = item.part.st.st_gid;
+                st.st_ino = ++listed_directories_;
+                subdirs->push_back(Subdir{item.name, abs + "/" + item.name, st});
+            } else {
+                files->push_back(Listed{item.name, std::move(item.part)});
+            }
+        }
+        return true;
+    }
+
     const CatalogOptions& options_;
     Catalog& out_;
+    DirectoryListing* listing_ = nullptr;
+    ino_t listed_directories_ = 0;
     std::vector<Ancestor> ancestors_;
     size_t directories_ = 0;
 };
@@ -437,6 +476,19 @@ EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
     return a;
 }
 
+namespace {
+
+/// The documented order: directories and entries by path, problems by path then reason.
+void sort_catalog(Catalog& out) {
+    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
+    std::sort(out.directories.begin(), out.directories.end(), by_path);
+    std::sort(out.entries.begin(), out.entries.end(), by_path);
+    std::sort(out.problems.begin(), out.problems.end(),
+              [](const Problem& a, const Problem& b) { return std::tie(a.path, a.reason) < std::tie(b.path, b.reason); });
+}
+
+}  // namespace
+
 Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
     Catalog out;
     out.source = source;
@@ -455,11 +507,20 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
     } else {
         throw Error(Code::Io, source + ": not a directory or a regular file");
     }
-    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
-    std::sort(out.directories.begin(), out.directories.end(), by_path);
-    std::sort(out.entries.begin(), out.entries.end(), by_path);
-    std::sort(out.problems.begin(), out.problems.end(),
-              [](const Problem& a, const Problem& b) { return std::tie(a.path, a.reason) < std::tie(b.path, b.reason); });
+    sort_catalog(out);
+    return out;
+}
+
+Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) {
+    Catalog out;
+    out.source = listing.root();
+    Walker w(options, out, &listing);
+    struct stat st {};
+    st.st_mode = S_IFDIR | 0555;
+    st.st_uid = ::getuid();
+    st.st_gid = ::getgid();
+    w.walk(out.source, "", st, 0);
+    sort_catalog(out);
     return out;
 }
 

@@ -4,20 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <future>
 #include <map>
 
 #include "gguf/error.hpp"
 #include "gguf/split_set.hpp"
 
 namespace gguf_mount::remote {
-
-namespace {
-
-/// Shard headers fetched at once while planning.
-constexpr uint32_t kParallelOpens = 8;
-
-}  // namespace
 
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
@@ -40,24 +32,21 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
     // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
     std::map<std::string, std::shared_ptr<RemoteSource>> opened;
     opened[shown] = RemoteSource::open(context, real_url(shown));
-    // Then the other shards' headers, kParallelOpens at a time; failures are reported by
+    // Then the other shards' headers, several at a time; failures are reported by
     // SplitSet::open in shard order (a missing shard, or the HTTP message).
+    std::vector<std::string> shown_urls, real_urls;
+    for (uint32_t k = 2; k <= name->count; ++k) {
+        shown_urls.push_back(gguf::shard_path(name->prefix, k, name->count));
+        real_urls.push_back(real_url(shown_urls.back()));
+    }
+    std::map<std::string, Opened> got = open_sources(context, real_urls);
     std::map<std::string, std::string> failed;
-    for (uint32_t i = 2; i <= name->count; i += kParallelOpens) {
-        std::vector<std::pair<std::string, std::future<std::shared_ptr<RemoteSource>>>> batch;
-        for (uint32_t k = i; k < i + kParallelOpens && k <= name->count; ++k) {
-            std::string u = gguf::shard_path(name->prefix, k, name->count);
-            batch.emplace_back(u, std::async(std::launch::async, [&context, r = real_url(u)] {
-                                   return RemoteSource::open(context, r);
-                               }));
-        }
-        for (auto& [u, f] : batch) {
-            try {
-                opened[u] = f.get();
-            } catch (const gguf::Error& e) {
-                failed[u] = e.what();
-                if (e.sys_errno() == ENOENT) failed[u].clear();  // a missing shard
-            }
+    for (size_t k = 0; k < shown_urls.size(); ++k) {
+        const Opened& o = got[real_urls[k]];
+        if (o.source) {
+            opened[shown_urls[k]] = o.source;
+        } else {
+            failed[shown_urls[k]] = o.sys_errno == ENOENT ? "" : o.error;  // "": a missing shard
         }
     }
     auto resolve = [&](const std::string& u) -> std::optional<gguf::LogicalFile> {

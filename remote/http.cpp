@@ -57,6 +57,7 @@ struct HttpClient::Attempt {
     char* dst = nullptr;
     size_t got = 0;
     bool head_only = false;
+    std::string* page = nullptr;  // a whole page is asked for
     bool checked = false;     // status and Content-Range of the answer looked at
     std::string refused;      // why the body was refused (Range ignored, wrong range)
     std::string content_range, etag, last_modified, retry_after, content_length;
@@ -131,6 +132,15 @@ struct HttpClient::Attempt {
         a->last_data = std::chrono::steady_clock::now();
         long status = 0;
         curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (a->page) {
+            if (status != 200) return bytes;  // an error page: discard
+            if (bytes > HttpClient::kMaxPageBytes - a->page->size()) {
+                a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
+                return 0;
+            }
+            a->page->append(data, bytes);
+            return bytes;
+        }
         if (!a->checked && !a->check()) return 0;  // abort the transfer
         if (status != 206) return bytes;           // an error page: discard
         if (bytes > a->len - a->got) {
@@ -168,16 +178,20 @@ void HttpClient::release(void* handle) {
     idle_.push_back(handle);
 }
 
-ObjectInfo HttpClient::once(void* handle, const std::string& url, uint64_t offset, size_t len, char* dst,
-                            size_t* got, bool head_only, long* retry_after) {
+ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, long* retry_after) {
+    const uint64_t offset = ask.offset;
+    const size_t len = ask.len;
+    const bool head_only = ask.head_only;
     CURL* c = static_cast<CURL*>(handle);
     curl_easy_reset(c);  // keeps the connection cache and DNS cache of the handle
     Attempt a;
     a.curl = c;
     a.offset = offset;
     a.len = len;
-    a.dst = dst;
+    a.dst = ask.dst;
     a.head_only = head_only;
+    a.page = ask.page;
+    if (a.page) a.page->clear();
     char errbuf[CURL_ERROR_SIZE] = {0};
     const long timeout = static_cast<long>(options_.net_timeout.count());
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -203,7 +217,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, uint64_t offse
     std::string range;
     if (head_only) {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    } else {
+    } else if (!ask.page) {
         range = std::to_string(offset) + "-" + std::to_string(offset + len - 1);
         curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
     }
@@ -245,7 +259,19 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, uint64_t offse
     ObjectInfo info;
     if (!a.last_modified.empty()) info.mtime = curl_getdate(a.last_modified.c_str(), nullptr);
     if (info.mtime < 0) info.mtime = 0;
-    if (head_only) {
+    if (ask.page) {
+        if (status != 200) {
+            throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to a GET", EIO, status,
+                            false);
+        }
+        char* type = nullptr;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+        if (ask.content_type) *ask.content_type = type ? type : "";
+        char* final_url = nullptr;
+        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
+        if (ask.final_url) *ask.final_url = final_url ? final_url : url;
+        info.size = a.page->size();
+    } else if (head_only) {
         if (status != 200) {
             throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to HEAD", EIO, status,
                             false);
@@ -268,21 +294,20 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, uint64_t offse
                             EIO, status, true);
         }
         info.size = a.total;
-        *got = a.got;
+        *ask.got = a.got;
     }
     info.validator = !a.etag.empty() ? a.etag : "lm:" + a.last_modified + ":" + std::to_string(info.size);
     return info;
 }
 
-ObjectInfo HttpClient::perform(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
-                               bool head_only) {
+ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
     const auto deadline = std::chrono::steady_clock::now() + options_.net_timeout;
     auto delay = options_.backoff;
     for (unsigned attempt = 1;; ++attempt) {
         void* h = acquire();
         long retry_after = -1;
         try {
-            ObjectInfo info = once(h, url, offset, len, dst, got, head_only, &retry_after);
+            ObjectInfo info = once(h, url, ask, &retry_after);
             release(h);
             return info;
         } catch (const HttpError& e) {
@@ -299,12 +324,28 @@ ObjectInfo HttpClient::perform(const std::string& url, uint64_t offset, size_t l
 }
 
 ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got) {
-    return perform(url, offset, len, dst, got, false);
+    Ask ask;
+    ask.offset = offset;
+    ask.len = len;
+    ask.dst = dst;
+    ask.got = got;
+    return perform(url, ask);
 }
 
 ObjectInfo HttpClient::head(const std::string& url) {
-    size_t got = 0;
-    return perform(url, 0, 0, nullptr, &got, true);
+    Ask ask;
+    ask.head_only = true;
+    return perform(url, ask);
+}
+
+std::string HttpClient::get_page(const std::string& url, std::string* content_type, std::string* final_url) {
+    std::string body;
+    Ask ask;
+    ask.page = &body;
+    ask.content_type = content_type;
+    ask.final_url = final_url;
+    perform(url, ask);
+    return body;
 }
 
 }  // namespace gguf_mount::remote

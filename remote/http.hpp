@@ -77,15 +77,33 @@ public:
     /// throws like get_range.
     ObjectInfo head(const std::string& url);
 
+    /// A whole small resource (a directory index page), GET without Range, at most
+    /// kMaxPageBytes. Returns the body; `*content_type` gets the Content-Type and `*final_url`
+    /// the URL after redirects. Retries and throws like get_range (also for a larger body, or
+    /// a status other than 200).
+    static constexpr size_t kMaxPageBytes = size_t{16} << 20;
+    std::string get_page(const std::string& url, std::string* content_type, std::string* final_url);
+
     const HttpOptions& options() const noexcept { return options_; }
 
 private:
     struct Attempt;
     void* acquire();
     void release(void* handle);
-    ObjectInfo perform(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got, bool head_only);
-    ObjectInfo once(void* handle, const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
-                    bool head_only, long* retry_after);
+    /// What one request asks: a byte range (page == nullptr, !head_only), HEAD, or a whole
+    /// page into *page.
+    struct Ask {
+        uint64_t offset = 0;
+        size_t len = 0;
+        char* dst = nullptr;
+        size_t* got = nullptr;
+        bool head_only = false;
+        std::string* page = nullptr;
+        std::string* content_type = nullptr;
+        std::string* final_url = nullptr;
+    };
+    ObjectInfo perform(const std::string& url, const Ask& ask);
+    ObjectInfo once(void* handle, const std::string& url, const Ask& ask, long* retry_after);
 
     HttpOptions options_;
     std::mutex mutex_;

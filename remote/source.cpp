@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -254,6 +255,30 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         done += n;
     }
     return static_cast<ssize_t>(done);
+}
+
+std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,
+                                           const std::vector<std::string>& urls) {
+    std::map<std::string, Opened> out;
+    for (size_t i = 0; i < urls.size(); i += kParallelOpens) {
+        std::vector<std::pair<std::string, std::future<std::shared_ptr<RemoteSource>>>> batch;
+        for (size_t k = i; k < i + kParallelOpens && k < urls.size(); ++k) {
+            batch.emplace_back(urls[k], std::async(std::launch::async, [&context, u = urls[k]] {
+                                   return RemoteSource::open(context, u);
+                               }));
+        }
+        for (auto& [u, f] : batch) {
+            Opened o;
+            try {
+                o.source = f.get();
+            } catch (const gguf::Error& e) {
+                o.error = e.what();
+                o.sys_errno = e.sys_errno();
+            }
+            out[u] = std::move(o);
+        }
+    }
+    return out;
 }
 
 }  // namespace gguf_mount::remote

@@ -107,4 +107,18 @@ private:
     mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being stored
 };
 
+/// The outcome of opening one URL with open_sources: the source, or the one-line error.
+struct Opened {
+    std::shared_ptr<RemoteSource> source;
+    std::string error;
+    int sys_errno = 0;  // of the error (ENOENT for 404/410)
+};
+
+/// RemoteSource::open for every URL of `urls`, kParallelOpens at a time (each is one ranged
+/// GET of the first block, or a HEAD when cached). Keyed by URL as given. Never throws for a
+/// URL that fails (its Opened holds the error).
+constexpr size_t kParallelOpens = 8;
+std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,
+                                           const std::vector<std::string>& urls);
+
 }  // namespace gguf_mount::remote

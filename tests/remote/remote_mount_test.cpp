@@ -242,6 +242,30 @@ TEST_F(RemoteMount, DaemonizedMountServesTheSetAfterTheFork) {
     }
 }
 
+TEST_F(RemoteMount, DirectoryUrlServesSetsCompanionsAndSubfoldersFromHtmlAndJsonIndexes) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    ASSERT_EQ(::mkdir((src_ + "/a").c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((src_ + "/b c").c_str(), 0755), 0);
+    mount_test::copy_kvzoo(src_ + "/a");
+    mount_test::copy_kvzoo(src_ + "/b c", 3);  // incomplete: not shown
+    gguf_test::write_file(src_ + "/README.md", "remote readme\n");
+    auto kvzoo = mount_test::manifest_case("kvzoo/t7");
+    ASSERT_TRUE(kvzoo);
+    serve();
+    for (const std::string index : {"/html/", "/json/"}) {
+        SCOPED_TRACE(index);
+        ASSERT_TRUE(mount(remote_args(), nginx_->base_url() + index));
+        EXPECT_EQ(mount_test::list_dir(mnt_), (std::vector<std::string>{"README.md", "a", "b c", "dense.gguf"}));
+        EXPECT_EQ(mount_test::list_dir(mnt_ + "/a"), std::vector<std::string>{"kvzoo.gguf"});
+        EXPECT_TRUE(mount_test::list_dir(mnt_ + "/b c").empty());
+        EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/a/kvzoo.gguf"), kvzoo->merged_sha256);
+        EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+        EXPECT_EQ(gguf_test::read_file(mnt_ + "/README.md"), "remote readme\n");
+        EXPECT_EQ(mount_test::lines_with(log(), "missing shard 3 of 7").size(), 1u) << log();
+        EXPECT_EQ(unmount_and_wait(), 0) << log();
+    }
+}
+
 TEST_F(RemoteMount, MountingReadsOnlyTheFirstBlockOfEachShard) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
