@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "gguf/byte_source.hpp"
+#include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/virtual_file.hpp"
@@ -142,6 +143,74 @@ TEST(ByteSourceSeam, LocalFileSourceReadsAndSeesARewrite) {
     ASSERT_EQ(::utime(path.c_str(), &t), 0);
     EXPECT_TRUE(src.changed());
     EXPECT_THROW({ gguf::LocalFileSource missing(tmp / "missing"); }, gguf::Error);
+}
+
+/// A tree held in memory: directory path -> items; "broken" cannot be listed.
+class MemoryListing final : public gguf::DirectoryListing {
+public:
+    std::vector<Item> list(const std::string& path) override {
+        if (path == "broken") throw gguf::Error(gguf::Code::Io, "mem://root/broken/: server error (HTTP 503)");
+        return tree[path];
+    }
+    std::string root() const override { return "mem://root"; }
+
+    void add_file(const std::string& dir, const std::string& name, std::string bytes) {
+        Item item;
+        item.name = name;
+        const std::string path = root() + "/" + (dir.empty() ? name : dir + "/" + name);
+        auto src = std::make_shared<MemorySource>(path, std::move(bytes));
+        item.part.path = path;
+        item.part.size = src->size();
+        item.part.st.st_mode = S_IFREG | 0444;
+        item.part.st.st_size = static_cast<off_t>(src->size());
+        item.part.source = src;
+        tree[dir].push_back(item);
+    }
+    void add_dir(const std::string& dir, const std::string& name) {
+        Item item;
+        item.name = name;
+        item.directory = true;
+        tree[dir].push_back(item);
+    }
+    std::map<std::string, std::vector<Item>> tree;
+};
+
+TEST(ByteSourceSeam, CatalogOfADirectoryListingFollowsTheLocalRules) {
+    const auto c = kvzoo_case();
+    MemoryListing listing;
+    const std::string tiny = gguf_test::read_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf"));
+    listing.add_file("", "m.gguf.part2of2", tiny.substr(tiny.size() / 2));
+    listing.add_file("", "m.gguf.part1of2", tiny.substr(0, tiny.size() / 2));
+    listing.add_file("", "notes.txt", "hello");
+    listing.add_file("", ".hidden", "x");
+    listing.add_dir("", "sub");
+    listing.add_dir("", "broken");
+    for (const auto& shard : c.shards) {
+        listing.add_file("sub", gguf::base_name(shard), gguf_test::read_file(gguf_test::fixture(shard)));
+    }
+    gguf::Catalog cat = gguf::build_catalog(listing);
+    EXPECT_EQ(cat.source, "mem://root");
+    ASSERT_EQ(cat.entries.size(), 3u);
+    EXPECT_EQ(cat.entries[0].path, "m.gguf");
+    EXPECT_EQ(cat.entries[0].kind, gguf::EntryKind::ByteSplit);
+    EXPECT_EQ(cat.entries[0].size(), tiny.size());
+    EXPECT_EQ(cat.entries[1].path, "notes.txt");
+    EXPECT_EQ(cat.entries[1].kind, gguf::EntryKind::Companion);
+    EXPECT_EQ(cat.entries[2].path, "sub/kvzoo.gguf");
+    EXPECT_EQ(cat.entries[2].kind, gguf::EntryKind::MergedSet);
+    EXPECT_EQ(cat.entries[2].size(), c.merged_size);
+    EXPECT_EQ(cat.entries[2].attr.mode, 0444u);
+    ASSERT_EQ(cat.directories.size(), 3u);  // "", "broken" (not listable: empty), "sub"
+    EXPECT_EQ(cat.directories[2].path, "sub");
+    ASSERT_EQ(cat.problems.size(), 1u);
+    EXPECT_EQ(cat.problems[0].path, "broken");
+    EXPECT_EQ(cat.problems[0].reason, "mem://root/broken/: server error (HTTP 503); not shown");
+    EXPECT_TRUE(cat.watched.empty());
+
+    gguf::VirtualFile vf = gguf::VirtualFile::open(cat.entries[0].layout, cat.entries[0].parts());
+    std::string out(vf.size(), '\0');
+    ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+    EXPECT_TRUE(out == tiny);
 }
 
 }  // namespace
