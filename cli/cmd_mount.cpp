@@ -30,6 +30,16 @@
 #include "gguf/file_io.hpp"
 #include "gguf/catalog.hpp"
 
+#include "gguf/split_plan.hpp"
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/index.hpp"
+#include "remote/catalog.hpp"
+#include "remote/http.hpp"
+#include "remote/listing.hpp"
+#include "remote/source.hpp"
+#endif
+
 #ifdef GGUF_MOUNT_WITH_FUSE
 #include "fs/live.hpp"
 #include "fs/mount_point.hpp"
@@ -103,7 +113,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set.");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL.");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
@@ -119,6 +129,15 @@ cxxopts::Options make_options() {
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
          cxxopts::value<unsigned>()->default_value(std::to_string(4096)), "N")
+        ("cache-dir", "remote SOURCE: block cache directory (default $XDG_CACHE_HOME/gguf-mount, else "
+                      "~/.cache/gguf-mount; created mode 0700)", cxxopts::value<std::string>(), "DIR")
+        ("cache-max-size", "remote SOURCE: bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); "
+                           "least recently used blocks are evicted (default: unbounded)", cxxopts::value<std::string>(), "N")
+        ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")
+        ("ca-cert", "remote SOURCE: extra CA certificate (PEM) trusted besides the system store",
+         cxxopts::value<std::string>(), "FILE")
+        ("net-timeout", "remote SOURCE: connect timeout and stall limit in seconds; also bounds the retries of "
+                        "one request", cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
         ("n", "ignored (mount(8) compatibility)")
         ("h,help", "print this help")
         ("V,version", "print the version")
@@ -161,7 +180,9 @@ int run_mount(int argc, char** argv) {
                     "Examples:\n"
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
-                    "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n");
+                    "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
+                    "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
+                    "                                                      the block cache\n");
         return 0;
     }
     if (args.count("version")) {
@@ -205,24 +226,84 @@ int run_mount(int argc, char** argv) {
     // 1,200-shard set).
     raise_open_file_limit();
 
-    struct stat source_st {};
-    if (::stat(source_arg.c_str(), &source_st) != 0) {
-        spdlog::error("{}: {}", source_arg, std::strerror(errno));
-        return 1;
-    }
-    if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
-        spdlog::error("{}: not a directory or a regular file", source_arg);
-        return 1;
-    }
-    // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
-    // blobs/<sha256>): resolve its directory only.
-    const std::string source = S_ISDIR(source_st.st_mode)
-                                   ? real_path(source_arg)
-                                   : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
-    const std::string mountpoint = fs::absolute_mount_path(mount_arg);
-
     FilteredOptions mo =
         filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
+    const std::string mountpoint = fs::absolute_mount_path(mount_arg);
+
+    std::unique_ptr<fs::LiveFilesystem> live;
+    std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
+    bool single_set = true;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    std::shared_ptr<remote::RemoteContext> remote_context;
+    if (remote::is_http_url(source_arg)) {
+        remote::RemoteOptions ro;
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
+        if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
+        if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
+        ro.offline = args.count("offline") > 0;
+        try {
+            if (args.count("cache-max-size")) {
+                ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
+            }
+            remote_context = std::make_shared<remote::RemoteContext>(ro);
+        } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+            return 1;
+        }
+        source = remote::url_for_message(source_arg);
+        const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+        if (!path_part.empty() && path_part.back() == '/') {
+            // A directory: its index pages, walked by the catalog like a local directory.
+            gguf::CatalogOptions dopt;
+            dopt.show_shards = args.count("show-shards") > 0;
+            auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
+            live = fs::LiveFilesystem::with_builder(source,
+                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
+            single_set = false;
+        } else {
+            // A first shard: planned now, so that a failure exits before mounting.
+            std::shared_ptr<gguf::Catalog> first_catalog;
+            try {
+                first_catalog =
+                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
+            } catch (const std::exception& e) {
+                spdlog::error("{}", e.what());
+                return 1;
+            }
+            for (const auto& e : first_catalog->entries) {
+                spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
+                             remote_context->cache().dir());
+            }
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
+                if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
+                    gguf::Catalog c = std::move(*first_catalog);
+                    first_catalog.reset();
+                    return c;
+                }
+                return remote::remote_set_catalog(source_arg, remote_context);
+            });
+        }
+    }
+#endif
+    gguf::CatalogOptions copt;
+    copt.show_shards = args.count("show-shards") > 0;
+    if (!live) {
+        struct stat source_st {};
+        if (::stat(source_arg.c_str(), &source_st) != 0) {
+            spdlog::error("{}: {}", source_arg, std::strerror(errno));
+            return 1;
+        }
+        if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
+            spdlog::error("{}: not a directory or a regular file", source_arg);
+            return 1;
+        }
+        // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
+        // blobs/<sha256>): resolve its directory only.
+        source = S_ISDIR(source_st.st_mode) ? real_path(source_arg)
+                                            : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
+        single_set = !S_ISDIR(source_st.st_mode);
+    }
+
     fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
     for (const auto& line : mp.cleared) spdlog::info("{}", line);
     if (!mp.refusal.empty()) {
@@ -230,26 +311,26 @@ int run_mount(int argc, char** argv) {
         return 1;
     }
 
-    gguf::CatalogOptions copt;
-    copt.show_shards = args.count("show-shards") > 0;
-    // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
-    // run_session adds the mount's root as well.
-    struct stat mount_st {};
-    if (::stat(mountpoint.c_str(), &mount_st) == 0) copt.skip.emplace_back(mount_st.st_dev, mount_st.st_ino);
-    fs::LiveFilesystem live(source, copt);
+    if (!live) {
+        // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
+        // run_session adds the mount's root as well.
+        struct stat mount_st {};
+        if (::stat(mountpoint.c_str(), &mount_st) == 0) copt.skip.emplace_back(mount_st.st_dev, mount_st.st_ino);
+        live = std::make_unique<fs::LiveFilesystem>(source, copt);
+    }
     fs::RescanResult first;
     try {
-        first = live.rescan();
+        first = live->rescan();
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", source_arg, e.what());
         return 1;
     }
-    for (const auto& n : live.current()->nodes()) {
+    for (const auto& n : live->current()->nodes()) {
         if (n.directory) continue;
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
-    const size_t served = live.current()->file_count();
-    if (served == 0 && !S_ISDIR(source_st.st_mode)) {
+    const size_t served = live->current()->file_count();
+    if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
         for (const auto& p : first.new_problems) spdlog::error("{}; nothing mounted", p.reason);
         for (const auto& e : first.errors) spdlog::error("{}: cannot be opened: {}; nothing mounted", source_arg, e);
@@ -283,7 +364,7 @@ int run_mount(int argc, char** argv) {
             spdlog::drop(kProgram);
             setup_logging(level, true);
         };
-        return fs::run_session(live, so);
+        return fs::run_session(*live, so);
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", mountpoint, e.what());
         return 1;

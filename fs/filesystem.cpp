@@ -127,6 +127,7 @@ std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
             fp += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
                   std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
                   std::to_string(p.st.st_mtim.tv_nsec);
+            if (p.source) fp += ":v=" + p.validator;
         }
     }
     return fp;

@@ -34,6 +34,12 @@ size_t descriptor_budget(uint64_t soft_limit) noexcept {
     return half > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(half);
 }
 
+std::unique_ptr<LiveFilesystem> LiveFilesystem::with_builder(std::string source, CatalogBuilder build) {
+    auto live = std::make_unique<LiveFilesystem>(std::move(source), gguf::CatalogOptions{});
+    live->build_ = std::move(build);
+    return live;
+}
+
 LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
     : source_(std::move(source)), options_(options) {
     gguf::Catalog empty;
@@ -45,7 +51,7 @@ LiveFilesystem::LiveFilesystem(std::string source, gguf::CatalogOptions options)
 RescanResult LiveFilesystem::rescan() {
     gguf::Catalog catalog;
     try {
-        catalog = gguf::build_catalog(source_, options_);
+        catalog = build_ ? build_() : gguf::build_catalog(source_, options_);
     } catch (const gguf::Error& e) {
         // SOURCE itself is gone or unusable: serve an empty root (keeping its attributes) and
         // watch the path so that its return is noticed.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,12 @@ public:
     /// Serves `source` (a directory or a first shard, see gguf::build_catalog) with `options`.
     /// Nothing is scanned until the first rescan(); until then the tree is an empty root.
     LiveFilesystem(std::string source, gguf::CatalogOptions options);
+
+    /// Builds a catalog of something that is not a local path (remote/catalog.hpp: a URL);
+    /// may throw gguf::Error like gguf::build_catalog for an unusable SOURCE.
+    using CatalogBuilder = std::function<gguf::Catalog()>;
+    /// Serves what `build` returns; `source` is only its name in logs (a redacted URL).
+    static std::unique_ptr<LiveFilesystem> with_builder(std::string source, CatalogBuilder build);
 
     /// Rebuilds the catalog of SOURCE, builds the next snapshot (reusing unchanged files and
     /// their inode numbers) and publishes it atomically. SOURCE that vanished or cannot be read
@@ -87,6 +94,7 @@ public:
 private:
     std::string source_;
     gguf::CatalogOptions options_;
+    CatalogBuilder build_;  // empty: gguf::build_catalog(source_, options_)
     InodeTable inodes_;  // rescan thread only
     std::shared_ptr<const Snapshot> current_;  // std::atomic_load / std::atomic_store only
     /// Rescan thread only: for each path with a problem in the last scan, the masked reasons

@@ -105,7 +105,9 @@ void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t l
     if (failed_source < vf.sources().size()) {
         const gguf::SourceFile& src = vf.sources()[failed_source];
         struct stat now {};
-        if (::fstat(src.fd.get(), &now) == 0) {
+        if (src.remote) {
+            if (src.remote->changed()) why = "the remote file changed since it was opened (validator differs)";
+        } else if (::fstat(src.fd.get(), &now) == 0) {
             if (now.st_size < src.st.st_size) {
                 why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
                       std::to_string(src.st.st_size) + " when opened";
@@ -169,7 +171,7 @@ constexpr uint64_t kDropLag = uint64_t{16} << 20;
 /// last kDropLag + kDropBlock bytes of each shard stay cached. Best effort: errors are ignored.
 void drop_served_shard_pages(const gguf::VirtualFile& vf, uint64_t offset, size_t len) noexcept {
     vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
-        if (p.extent->kind != gguf::Extent::Kind::Source) return;
+        if (p.extent->kind != gguf::Extent::Kind::Source || vf.sources()[p.extent->source].remote) return;
         const uint64_t a = p.extent->source_offset + p.skip;
         uint64_t hi = (a + p.length) / kDropBlock * kDropBlock;
         if (hi <= kDropLag) return;

@@ -243,11 +243,17 @@ std::string cut_path(const std::string& path) {
 
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
-/// The first 4 bytes of `path` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
-bool starts_with_gguf_magic(const std::string& path) {
-    UniqueFd fd = open_read_only(path);
+/// The first 4 bytes of `part` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
+bool starts_with_gguf_magic(const FilePart& part) {
+    const std::string& path = part.path;
     char magic[4] = {};
-    ssize_t n = pread_full(fd.get(), magic, sizeof magic, 0);
+    ssize_t n = 0;
+    if (part.source) {
+        n = part.source->pread(magic, sizeof magic, 0);
+    } else {
+        UniqueFd fd = open_read_only(path);
+        n = pread_full(fd.get(), magic, sizeof magic, 0);
+    }
     if (n < 0) {
         int e = static_cast<int>(-n);
         throw Error(Code::Io, path + ": read failed: " + std::strerror(e), e);
@@ -257,14 +263,15 @@ bool starts_with_gguf_magic(const std::string& path) {
 
 class Walker {
 public:
-    Walker(const CatalogOptions& options, Catalog& out) : options_(options), out_(out) {}
+    Walker(const CatalogOptions& options, Catalog& out, DirectoryListing* listing = nullptr)
+        : options_(options), out_(out), listing_(listing) {}
 
     /// Walks directory `abs` shown at `rel` ("" for the root).
     void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
         ++directories_;
         visited_.emplace(std::make_pair(st.st_dev, st.st_ino), rel);
         add_directory(rel, abs, st);
-        out_.watched.push_back(WatchedPath{abs, true, true, st});
+        if (!listing_) out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
 
         std::vector<Listed> files;
@@ -352,15 +359,16 @@ private:
     };
 
     void add_directory(const std::string& rel, const std::string& abs, const struct stat& st) {
-        CatalogDirectory d{rel, directory_attributes(st), abs};
-        judge_.narrow_directory(rel, abs, &d.attr, &out_.notes);
+        // A listed (remote) directory has no local path whose access could be judged.
+        CatalogDirectory d{rel, directory_attributes(st), listing_ ? std::string() : abs};
+        if (!listing_) judge_.narrow_directory(rel, abs, &d.attr, &out_.notes);
         out_.directories.push_back(std::move(d));
     }
 
     /// Rule 8 attributes of the file `rel` made of `parts`.
     EntryAttributes attributes(const std::string& rel, const std::vector<FilePart>& parts) {
         EntryAttributes a = file_attributes(parts);
-        judge_.narrow_file(rel, parts, &a, &out_.notes);
+        if (!listing_) judge_.narrow_file(rel, parts, &a, &out_.notes);
         return a;
     }
 
@@ -381,19 +389,14 @@ private:
         lf.path = f.part.path;
         lf.parts.push_back(f.part);
         try {
-            if (!starts_with_gguf_magic(f.part.path)) return false;
+            if (!starts_with_gguf_magic(f.part)) return false;
             if (!has_split_count_above_one(read_header(OpenLogicalFile::open(lf)))) return false;
         } catch (const Error&) {
             return false;
         }
         try {
-            SplitSet set = SplitSet::open_concatenated(lf);
-            CatalogEntry e;
-            e.path = rp;
-            e.kind = EntryKind::MergedSet;
-            e.tensor_count = set.tensor_count();
-            for (const Shard& s : set.shards()) e.members.push_back(s.file);
-            set_layout(e, plan_merge(set));
+            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp);
+            if (!options_.keep_layouts) e.layout = VirtualLayout{};
             e.attr = attributes(rp, e.parts());
             out_.entries.push_back(std::move(e));
         } catch (const Error& e) {
@@ -411,6 +414,7 @@ private:
     /// directory cannot be read.
     bool list(const std::string& abs, const std::string& rel, std::vector<Listed>* files, std::vector<Subdir>* subdirs,
               std::set<std::string>* real_names) {
+        if (listing_) return list_listing(abs, rel, files, subdirs, real_names);
         DIR* d = ::opendir(abs.c_str());
         if (!d) {
             int e = errno;
@@ -521,7 +525,7 @@ private:
             for (const std::string& p : g.pieces) lf.parts.push_back(by_name.at(p)->part);
             try {
                 for (size_t i = 1; i < lf.parts.size(); ++i) {
-                    if (starts_with_gguf_magic(lf.parts[i].path)) {
+                    if (starts_with_gguf_magic(lf.parts[i])) {
                         throw Error(Code::BadMagic, lf.parts[i].path + ": starts with GGUF, so it is a GGUF file of " +
                                                         "its own, not a byte piece of " + g.logical + "; not shown");
                     }
@@ -615,10 +619,8 @@ private:
                 SplitSet set = SplitSet::open(abs + "/" + first, resolve);
                 Candidate c;
                 c.name = merged;
-                c.entry.kind = EntryKind::MergedSet;
-                c.entry.tensor_count = set.tensor_count();
-                for (const Shard& s : set.shards()) c.entry.members.push_back(s.file);
-                set_layout(c.entry, plan_merge(set));
+                c.entry = merged_set_entry(set, join(rel, merged));
+                if (!options_.keep_layouts) c.entry.layout = VirtualLayout{};
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
@@ -673,8 +675,39 @@ private:
         }
     }
 
+    /// list() for a DirectoryListing: every item is a real name; files carry their source;
+    /// each subdirectory gets a distinct made-up inode (a listing has no loops).
+    bool list_listing(const std::string& abs, const std::string& rel, std::vector<Listed>* files,
+                      std::vector<Subdir>* subdirs, std::set<std::string>* real_names) {
+        std::vector<DirectoryListing::Item> items;
+        try {
+            items = listing_->list(rel);
+        } catch (const Error& e) {
+            problem(rel.empty() ? "." : rel, std::string(e.what()) + "; not shown");
+            return false;
+        }
+        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+        for (auto& item : items) {
+            if (item.name.empty() || item.name[0] == '.') continue;
+            if (!real_names->insert(item.name).second) continue;
+            if (item.directory) {
+                struct stat st {};
+                st.st_mode = S_IFDIR | 0555;
+                st.st_uid = item.part.st.st_uid;
+                st.st_gid = item.part.st.st_gid;
+                st.st_ino = ++listed_directories_;
+                subdirs->push_back(Subdir{item.name, abs + "/" + item.name, st});
+            } else {
+                files->push_back(Listed{item.name, std::move(item.part)});
+            }
+        }
+        return true;
+    }
+
     const CatalogOptions& options_;
     Catalog& out_;
+    DirectoryListing* listing_ = nullptr;
+    ino_t listed_directories_ = 0;
     std::vector<Ancestor> ancestors_;
     std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
     size_t directories_ = 0;
@@ -684,6 +717,18 @@ private:
 };
 
 }  // namespace
+
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path) {
+    CatalogEntry e;
+    e.path = path;
+    e.kind = EntryKind::MergedSet;
+    e.tensor_count = set.tensor_count();
+    for (const Shard& s : set.shards()) e.members.push_back(s.file);
+    e.layout = plan_merge(set);
+    e.bytes = e.layout.size();
+    e.attr = file_attributes(e.parts());
+    return e;
+}
 
 const char* entry_kind_name(EntryKind kind) noexcept {
     switch (kind) {
@@ -741,10 +786,28 @@ EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
 std::vector<std::string> CatalogEntry::access_paths() const {
     std::vector<std::string> out;
     for (const LogicalFile& m : members) {
-        for (const FilePart& p : m.parts) out.push_back(p.path);
+        for (const FilePart& p : m.parts) {
+            if (!p.source) out.push_back(p.path);  // a remote part has no local path to check
+        }
     }
     return out;
 }
+
+namespace {
+
+/// The documented order: directories and entries by path, problems and notes by path then reason.
+void sort_catalog(Catalog& out) {
+    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
+    std::sort(out.directories.begin(), out.directories.end(), by_path);
+    std::sort(out.entries.begin(), out.entries.end(), by_path);
+    auto by_path_reason = [](const Problem& a, const Problem& b) {
+        return std::tie(a.path, a.reason) < std::tie(b.path, b.reason);
+    };
+    std::sort(out.problems.begin(), out.problems.end(), by_path_reason);
+    std::sort(out.notes.begin(), out.notes.end(), by_path_reason);
+}
+
+}  // namespace
 
 Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
     Catalog out;
@@ -764,14 +827,20 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
     } else {
         throw Error(Code::Io, source + ": not a directory or a regular file");
     }
-    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
-    std::sort(out.directories.begin(), out.directories.end(), by_path);
-    std::sort(out.entries.begin(), out.entries.end(), by_path);
-    auto by_path_reason = [](const Problem& a, const Problem& b) {
-        return std::tie(a.path, a.reason) < std::tie(b.path, b.reason);
-    };
-    std::sort(out.problems.begin(), out.problems.end(), by_path_reason);
-    std::sort(out.notes.begin(), out.notes.end(), by_path_reason);
+    sort_catalog(out);
+    return out;
+}
+
+Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) {
+    Catalog out;
+    out.source = listing.root();
+    Walker w(options, out, &listing);
+    struct stat st {};
+    st.st_mode = S_IFDIR | 0555;
+    st.st_uid = ::getuid();
+    st.st_gid = ::getgid();
+    w.walk(out.source, "", st, 0);
+    sort_catalog(out);
     return out;
 }
 

@@ -167,6 +167,13 @@ struct WatchedPath {
     struct stat st {};  // stat(2) through links when exists
 };
 
+class SplitSet;
+
+/// The entry serving `set` merged at relative path `path` (rule 3): kind MergedSet, members the
+/// shards' files in order, layout plan_merge(set), tensor_count, attributes from the physical
+/// parts (rule 8). Pure; throws like plan_merge.
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path);
+
 /// Options of build_catalog.
 struct CatalogOptions {
     bool show_shards = false;  // also serve shard files and byte pieces as they are (rule 4)
@@ -202,5 +209,33 @@ struct Catalog {
 /// (or a Problem). Never throws for problems inside SOURCE; throws gguf::Error(Code::Io) only
 /// when `source` itself cannot be stat()ed or is neither a directory nor a regular file.
 Catalog build_catalog(const std::string& source, const CatalogOptions& options = {});
+
+/// A model directory tree that is not on the local file system (remote/: the index pages of an
+/// HTTP server). build_catalog(listing) applies the rules above to it, except those about
+/// links, special files and loops (a listing has none); nothing in it is watched.
+class DirectoryListing {
+public:
+    virtual ~DirectoryListing() = default;
+
+    /// One entry of a directory: a subdirectory, or a file whose `part` carries its ByteSource
+    /// (path = the name shown in messages, size, made-up stat as FilePart describes).
+    struct Item {
+        std::string name;  // one path segment, never starting with '.' to be shown
+        bool directory = false;
+        FilePart part;     // files only
+    };
+
+    /// The entries of directory `path` ('/'-separated, relative to the root; "" is the root),
+    /// in any order. Throws gguf::Error with one line naming the directory when it cannot be
+    /// listed (the catalog records it as a Problem and goes on).
+    virtual std::vector<Item> list(const std::string& path) = 0;
+
+    /// The root's name in messages and the catalog's `source` (e.g. "http://host/models"),
+    /// without a trailing '/'; entries are named ROOT/PATH/NAME in problems.
+    virtual std::string root() const = 0;
+};
+
+/// The catalog of `listing` (rules above). Never throws for problems inside it.
+Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options = {});
 
 }  // namespace gguf

@@ -38,6 +38,12 @@ OpenLogicalFile OpenLogicalFile::open(const LogicalFile& file) {
     out.file_ = file;
     out.fds_.reserve(file.parts.size());
     for (FilePart& part : out.file_.parts) {
+        if (part.source) {
+            part.size = part.source->size();
+            out.size_ += part.size;
+            out.fds_.emplace_back();
+            continue;
+        }
         UniqueFd fd = open_read_only(part.path);
         struct stat st {};
         if (::fstat(fd.get(), &st) != 0) {
@@ -68,7 +74,9 @@ ssize_t OpenLogicalFile::pread(void* dst, size_t len, uint64_t offset) const noe
     bool stop = false;
     file_.for_each_part_range(offset, len, [&](size_t i, uint64_t part_offset, uint64_t n) {
         if (stop) return;
-        ssize_t got = pread_full(fds_[i].get(), out + done, static_cast<size_t>(n), file_.parts[i].offset + part_offset);
+        const FilePart& part = file_.parts[i];
+        ssize_t got = part.source ? part.source->pread(out + done, static_cast<size_t>(n), part.offset + part_offset)
+                                  : pread_full(fds_[i].get(), out + done, static_cast<size_t>(n), part.offset + part_offset);
         if (got < 0) {
             done = got;
             stop = true;

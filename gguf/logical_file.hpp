@@ -13,23 +13,31 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gguf/byte_source.hpp"
 #include "gguf/file_io.hpp"
 #include "gguf/layout.hpp"
 
 namespace gguf {
 
-/// One physical file of a logical file, or a byte range of one: the bytes
-/// [offset, offset + size) of the file at `path`. A whole file has offset 0 and size ==
-/// st.st_size; a range (offset > 0 or size < st.st_size) is one shard of a cat-joined split
+/// One physical file of a logical file, or a byte range of one: the bytes [offset, offset + size)
+/// of a local file (source == nullptr, read through `path` with a descriptor) or of any other
+/// ByteSource (gguf/byte_source.hpp; e.g. an HTTP object). A whole file has offset 0 and size ==
+/// its size; a range (offset > 0 or size < the file's size) is one shard of a cat-joined split
 /// set (`cat x-0000{1,2,3}-of-00003.gguf > x.gguf`, see SplitSet::open_concatenated).
 struct FilePart {
-    std::string path;     // the name it is read through (a symlink is followed when opened)
+    std::string path;     // the name it is read through (a symlink is followed when opened); for
+                          // a ByteSource, its display_name() (a URL without query string)
     uint64_t size = 0;    // bytes of the part (of the range)
-    struct stat st {};    // stat(2) of the file (through symlinks) when it was listed or read
+    struct stat st {};    // stat(2) of the file (through symlinks) when it was listed or read; for
+                          // a ByteSource, made up: S_IFREG | 0444, size, owner and time given by it
+                          // (st_ino 0, so the local "changed since listed" checks do not apply)
     uint64_t offset = 0;  // byte offset of the part inside the file at `path`
+    std::shared_ptr<const ByteSource> source;  // null for a local file
+    std::string validator;  // source->validator() ("" for local files): part of the identity
 };
 
 /// An ordered list of physical parts read as one file. `path` is the logical name (for a
@@ -77,12 +85,13 @@ bool same_file_state(const struct stat& a, const struct stat& b) noexcept;
 /// A logical file with every part open read-only. Move-only.
 class OpenLogicalFile {
 public:
-    /// Opens each part of `file` (open_read_only) and fstat()s it; the stat recorded in the
-    /// result is the fstat of the open descriptor, and a whole part whose stat was unknown
-    /// (st_ino == 0, offset 0) gets that file's size. Throws gguf::Error(Code::Io) naming the
-    /// part that cannot be opened, Code::BadSplit "PART: changed while it was being read" when
-    /// `file` carries a stat (st_ino != 0) that differs from the fstat (see same_file_state),
-    /// and Code::Truncated when a range runs past the end of its file.
+    /// Opens each local part of `file` (open_read_only) and fstat()s it; the stat recorded in
+    /// the result is the fstat of the open descriptor, and a whole part whose stat was unknown
+    /// (st_ino == 0, offset 0) gets that file's size. A part with a ByteSource is read through
+    /// it (no descriptor). Throws gguf::Error(Code::Io) naming the part that cannot be opened,
+    /// Code::BadSplit "PART: changed while it was being read" when `file` carries a stat
+    /// (st_ino != 0) that differs from the fstat (see same_file_state), and Code::Truncated when
+    /// a range runs past the end of its file.
     static OpenLogicalFile open(const LogicalFile& file);
 
     /// The file with every part's stat replaced by the fstat of its open descriptor.
@@ -100,7 +109,7 @@ public:
 
 private:
     LogicalFile file_;
-    std::vector<UniqueFd> fds_;
+    std::vector<UniqueFd> fds_;  // one per part; empty for a ByteSource part
     uint64_t size_ = 0;
 };
 

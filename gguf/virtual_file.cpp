@@ -18,6 +18,7 @@ bool same_content_state(const struct stat& a, const struct stat& b) noexcept {
 /// when opened (or cannot be fstat()ed). A rewrite that raced with the read has already moved
 /// the mtime (file systems update it before copying the new data in).
 bool changed_since_open(const SourceFile& src) noexcept {
+    if (src.remote) return src.remote->changed();
     struct stat now {};
     return ::fstat(src.fd.get(), &now) != 0 || !same_content_state(now, src.st);
 }
@@ -27,7 +28,7 @@ bool changed_since_open(const SourceFile& src) noexcept {
 VirtualFile::VirtualFile(VirtualLayout layout, std::vector<SourceFile> sources)
     : layout_(std::move(layout)), sources_(std::move(sources)) {
     for (SourceFile& s : sources_) {
-        if (s.st.st_ino == 0 && s.fd) ::fstat(s.fd.get(), &s.st);
+        if (s.st.st_ino == 0 && s.fd && !s.remote) ::fstat(s.fd.get(), &s.st);
     }
 }
 
@@ -37,6 +38,12 @@ VirtualFile VirtualFile::open(VirtualLayout layout, const std::vector<FilePart>&
     for (const FilePart& p : parts) {
         SourceFile f;
         f.path = p.path;
+        if (p.source) {
+            f.remote = p.source;
+            f.st = p.st;
+            sources.push_back(std::move(f));
+            continue;
+        }
         f.fd = open_read_only(p.path);
         if (::fstat(f.fd.get(), &f.st) != 0) {
             int e = errno;
@@ -64,6 +71,7 @@ VirtualFile VirtualFile::concatenation(const LogicalFile& file) {
 
 bool VirtualFile::source_changed(uint32_t index) const noexcept {
     if (index >= sources_.size()) return false;
+    if (sources_[index].remote) return sources_[index].remote->changed();
     struct stat now {};
     if (::fstat(sources_[index].fd.get(), &now) != 0) return false;
     return !same_content_state(now, sources_[index].st);
@@ -104,7 +112,9 @@ Served VirtualFile::serve(uint64_t offset, size_t len, char* buf, uint32_t* fail
         layout_.for_each_piece(offset, len, [&](const Piece& p) {
             if (++pieces == 1) piece = p;
         });
-        if (pieces == 1 && piece.extent->kind == Extent::Kind::Source) only = &piece;
+        if (pieces == 1 && piece.extent->kind == Extent::Kind::Source && !sources_[piece.extent->source].remote) {
+            only = &piece;
+        }
         if (only) {
             const uint32_t index = only->extent->source;
             const uint64_t source_offset = only->extent->source_offset + only->skip;
@@ -139,7 +149,8 @@ ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* fail
                 break;
             case Extent::Kind::Source: {
                 const SourceFile& src = sources_[p.extent->source];
-                ssize_t n = pread_full(src.fd.get(), out, p.length, p.extent->source_offset + p.skip);
+                const uint64_t at = p.extent->source_offset + p.skip;
+                ssize_t n = src.remote ? src.remote->pread(out, p.length, at) : pread_full(src.fd.get(), out, p.length, at);
                 if (n != static_cast<ssize_t>(p.length) || changed_since_open(src)) {
                     failed = true;
                     result = n < 0 ? n : -EIO;

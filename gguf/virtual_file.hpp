@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,12 @@
 
 namespace gguf {
 
-/// One source file of a virtual file, opened once.
+/// One source file of a virtual file, opened once: a local file (fd) or a ByteSource (`remote`
+/// set, fd not open: every read goes through it, never O_DIRECT or page-cache calls).
 struct SourceFile {
     std::string path;
     UniqueFd fd;
+    std::shared_ptr<const ByteSource> remote;
     struct stat st {};  // fstat of fd when it was opened (checked against the planned stat)
     DirectDescriptor direct;  // the same file with O_DIRECT, opened on first uncached read
 };
@@ -58,7 +61,8 @@ public:
     const std::vector<SourceFile>& sources() const { return sources_; }
 
     /// True when source `index` no longer has the size and mtime recorded when it was opened
-    /// (one fstat). False for an unknown index or when fstat fails.
+    /// (one fstat), or, for a ByteSource, when it reports changed(). False for an unknown index
+    /// or when fstat fails.
     bool source_changed(uint32_t index) const noexcept;
 
     /// Copies bytes [offset, offset + len) of the virtual file into `dst` (clipped at size()).

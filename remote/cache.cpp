@@ -1,0 +1,242 @@
+#include "remote/index.hpp"
+#include "remote/cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "gguf/file_io.hpp"
+
+namespace gguf_mount::remote {
+
+namespace {
+
+std::string sha256_hex(const std::string& s) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < n; ++i) {
+        out += hex[md[i] >> 4];
+        out += hex[md[i] & 15];
+    }
+    return out;
+}
+
+void make_dir(const std::string& path) {
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+        throw std::runtime_error(path + ": cannot create the cache directory: " + std::strerror(errno));
+    }
+}
+
+void make_dirs(const std::string& path) {
+    for (size_t i = 1; i <= path.size(); ++i) {
+        if (i == path.size() || path[i] == '/') make_dir(path.substr(0, i));
+    }
+}
+
+/// A temporary name unique to this process and thread, starting with '.tmp.'.
+std::string temp_name(const std::string& dir) {
+    static std::atomic<uint64_t> counter{0};
+    return dir + "/.tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+}
+
+/// Writes `data` to `final_path` durably: temporary, fdatasync, rename. 0 or -errno.
+int write_durably(const std::string& dir, const std::string& final_path, const char* data, size_t len) noexcept {
+    std::string tmp;
+    try {
+        tmp = temp_name(dir);
+    } catch (...) {
+        return -ENOMEM;
+    }
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    int rc = gguf::write_full(fd, data, len);
+    if (rc == 0 && ::fdatasync(fd) != 0) rc = -errno;
+    ::close(fd);
+    if (rc == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) rc = -errno;
+    if (rc != 0) ::unlink(tmp.c_str());
+    return rc;
+}
+
+/// Calls fn(path, stat, temporary) for every file in every object directory of `objects`
+/// (temporary: its name starts with '.', a block being written or left by a killed daemon).
+template <typename Fn>
+void for_each_block_file(const std::string& objects, Fn&& fn) {
+    DIR* top = ::opendir(objects.c_str());
+    if (!top) return;
+    while (dirent* o = ::readdir(top)) {
+        if (o->d_name[0] == '.') continue;
+        const std::string od = objects + "/" + o->d_name;
+        DIR* blocks = ::opendir(od.c_str());
+        if (!blocks) continue;
+        while (dirent* b = ::readdir(blocks)) {
+            if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
+            struct stat st {};
+            const std::string bp = od + "/" + b->d_name;
+            if (::stat(bp.c_str(), &st) != 0) continue;
+            fn(bp, st, b->d_name[0] == '.');
+        }
+        ::closedir(blocks);
+    }
+    ::closedir(top);
+}
+
+}  // namespace
+
+BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir) + "/v1"), max_bytes_(max_bytes) {
+    if (dir_.front() != '/') {  // the daemon chdirs to / when it daemonizes: keep an absolute path
+        char cwd[PATH_MAX];
+        if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(dir_ + ": cannot resolve the cache directory");
+        dir_ = std::string(cwd) + "/" + dir_;
+    }
+    make_dirs(dir_);
+    make_dir(dir_ + "/meta");
+    make_dir(dir_ + "/objects");
+    int fd = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error(dir_ + "/lock: cannot create: " + std::strerror(errno));
+    ::close(fd);
+    // Count what is there (and sweep temporaries older than an hour: left by a killed daemon).
+    uint64_t used = 0;
+    for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
+        if (!temporary) {
+            used += static_cast<uint64_t>(st.st_size);
+        } else if (st.st_mtime + 3600 < ::time(nullptr)) {
+            ::unlink(path.c_str());
+        }
+    });
+    used_ = used;
+}
+
+std::string BlockCache::default_dir() {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg == '/') return std::string(xdg) + "/gguf-mount";
+    const char* home = std::getenv("HOME");
+    if (home && *home == '/') return std::string(home) + "/.cache/gguf-mount";
+    return "/var/cache/gguf-mount";
+}
+
+std::string BlockCache::object_key(const std::string& url, const std::string& validator) {
+    return sha256_hex(url_for_message(url) + "\n" + validator);
+}
+
+std::string BlockCache::block_path(const std::string& key, uint64_t block) const {
+    return dir_ + "/objects/" + key + "/" + std::to_string(block);
+}
+
+ssize_t BlockCache::read(const std::string& key, uint64_t block, uint64_t block_len, uint64_t offset, size_t len,
+                         char* dst) const noexcept {
+    std::string path;
+    try {
+        path = block_path(key, block);
+    } catch (...) {
+        return -ENOMEM;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;
+    ::flock(fd, LOCK_SH);  // eviction skips blocks in use
+    struct stat st {};
+    ssize_t out = -ENOENT;
+    if (::fstat(fd, &st) == 0 && st.st_nlink > 0 && static_cast<uint64_t>(st.st_size) == block_len &&
+        offset + len <= block_len) {
+        out = gguf::pread_full(fd, dst, len, offset);
+        if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
+        if (st.st_mtime + 10 < ::time(nullptr)) ::futimens(fd, nullptr);  // recently used (LRU)
+    }
+    ::close(fd);
+    return out;
+}
+
+bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
+    struct stat st {};
+    try {
+        return ::stat(block_path(key, block).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == block_len;
+    } catch (...) {
+        return false;
+    }
+}
+
+int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
+    try {
+        const std::string od = dir_ + "/objects/" + key;
+        if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+        int rc = write_durably(od, block_path(key, block), data, len);
+        if (rc != 0) return rc;
+        used_ += len;
+        if (max_bytes_ && used_.load() > max_bytes_) evict();
+        return 0;
+    } catch (...) {
+        return -ENOMEM;
+    }
+}
+
+void BlockCache::evict() noexcept {
+    try {
+        std::lock_guard<std::mutex> guard(evict_mutex_);
+        int lock = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+        if (lock < 0) return;
+        ::flock(lock, LOCK_EX);  // one daemon evicts at a time
+        struct Block {
+            time_t used;
+            uint64_t size;
+            std::string path;
+        };
+        std::vector<Block> all;
+        uint64_t total = 0;
+        for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
+            if (temporary) return;
+            all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), path});
+            total += static_cast<uint64_t>(st.st_size);
+        });
+        std::sort(all.begin(), all.end(), [](const Block& a, const Block& b) { return a.used < b.used; });
+        const uint64_t target = max_bytes_ / 10 * 9;  // leave room: no sweep per stored block
+        for (const Block& b : all) {
+            if (total <= target) break;
+            int fd = ::open(b.path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) continue;
+            if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // not being read
+                if (::unlink(b.path.c_str()) == 0) total -= b.size;
+            }
+            ::close(fd);
+        }
+        used_ = total;
+        ::close(lock);
+    } catch (...) {
+    }
+}
+
+std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
+    std::ifstream in(dir_ + "/meta/" + sha256_hex(url_for_message(url)));
+    ObjectInfo info;
+    std::string size, mtime;
+    if (!std::getline(in, size) || !std::getline(in, info.validator) || !std::getline(in, mtime)) return std::nullopt;
+    info.size = std::strtoull(size.c_str(), nullptr, 10);
+    info.mtime = static_cast<time_t>(std::strtoll(mtime.c_str(), nullptr, 10));
+    return info;
+}
+
+void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const noexcept {
+    try {
+        std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
+        write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(url_for_message(url)), text.data(), text.size());
+    } catch (...) {
+    }
+}
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,77 @@
+#include "remote/index.hpp"
+#include "remote/catalog.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+
+#include "gguf/error.hpp"
+#include "gguf/split_set.hpp"
+
+namespace gguf_mount::remote {
+
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+    const size_t q = first_url.find_first_of("?#");
+    const std::string query = q == std::string::npos ? "" : first_url.substr(q);
+    const std::string shown = url_for_message(first_url);  // names and messages use this form
+    const std::string real_base = first_url.substr(0, q);
+    // The real URL of a shard named in the shown form: credentials and query put back.
+    const size_t path_at = shown.find('/', shown.find("://") + 3);
+    const size_t real_path_at = real_base.find('/', real_base.find("://") + 3);
+    auto real_url = [&](const std::string& shown_url) {
+        if (path_at == std::string::npos || real_path_at == std::string::npos) return shown_url + query;
+        return real_base.substr(0, real_path_at) + shown_url.substr(path_at) + query;
+    };
+
+    auto name = gguf::parse_shard_name(shown);
+    if (!name || name->index != 1) {
+        throw gguf::Error(gguf::Code::BadSplit,
+                          shown + ": not a first-shard URL (NAME-00001-of-NNNNN.gguf) or a directory URL ending in '/'");
+    }
+    // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
+    std::map<std::string, std::shared_ptr<RemoteSource>> opened;
+    opened[shown] = RemoteSource::open(context, real_url(shown));
+    // Then the other shards' headers, several at a time; failures are reported by
+    // SplitSet::open in shard order (a missing shard, or the HTTP message).
+    std::vector<std::string> shown_urls, real_urls;
+    for (uint32_t k = 2; k <= name->count; ++k) {
+        shown_urls.push_back(gguf::shard_path(name->prefix, k, name->count));
+        real_urls.push_back(real_url(shown_urls.back()));
+    }
+    std::map<std::string, Opened> got = open_sources(context, real_urls);
+    std::map<std::string, std::string> failed;
+    for (size_t k = 0; k < shown_urls.size(); ++k) {
+        const Opened& o = got[real_urls[k]];
+        if (o.source) {
+            opened[shown_urls[k]] = o.source;
+        } else {
+            failed[shown_urls[k]] = o.sys_errno == ENOENT ? "" : o.error;  // "": a missing shard
+        }
+    }
+    auto resolve = [&](const std::string& u) -> std::optional<gguf::LogicalFile> {
+        auto it = opened.find(u);
+        if (it == opened.end()) {
+            auto f = failed.find(u);
+            if (f != failed.end() && !f->second.empty()) throw gguf::Error(gguf::Code::Io, f->second, EIO);
+            return std::nullopt;
+        }
+        gguf::LogicalFile lf;
+        lf.path = u;
+        lf.parts.push_back(it->second->part());
+        return lf;
+    };
+    gguf::SplitSet set = gguf::SplitSet::open(shown, resolve);
+
+    gguf::Catalog catalog;
+    catalog.source = shown;
+    gguf::CatalogDirectory root;
+    root.attr.mode = 0555;
+    root.attr.uid = ::getuid();
+    root.attr.gid = ::getgid();
+    catalog.directories.push_back(root);
+    catalog.entries.push_back(gguf::merged_set_entry(set, set.merged_name()));
+    return catalog;
+}
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,22 @@
+// The catalog of a remote first-shard URL: what `gguf-mount URL MOUNTPOINT` serves. The gguf/
+// catalog never learns HTTP: this builds a gguf::Catalog whose parts are RemoteSources.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gguf/catalog.hpp"
+#include "remote/source.hpp"
+
+namespace gguf_mount::remote {
+
+/// The set whose first shard is at `first_url` ("http(s)://HOST/PATH/NAME-00001-of-0000N.gguf",
+/// optionally with a query string, which is kept for every shard URL but never shown): one
+/// MergedSet entry NAME.gguf at the root. Shard URLs follow from the name; the shards' first
+/// blocks (their headers) are fetched several at a time. Reads only headers and sizes.
+/// Throws gguf::Error with one line naming the (without credentials or query) URL: Code::Io for network and HTTP
+/// failures of shard 1 (ENOENT for 404/410), BadSplit for a name that is not a first shard or a
+/// set that does not validate (a missing shard is "URL: missing shard i of N").
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
+
+}  // namespace gguf_mount::remote

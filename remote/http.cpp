@@ -1,0 +1,351 @@
+#include "remote/http.hpp"
+
+#include "remote/index.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace gguf_mount::remote {
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string trim(const std::string& s) {
+    size_t a = s.find_first_not_of(" \t\r\n");
+    if (a == std::string::npos) return "";
+    size_t b = s.find_last_not_of(" \t\r\n");
+    return s.substr(a, b - a + 1);
+}
+
+void global_init() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+/// Parses "bytes A-B/TOTAL" (RFC 9110 14.4); false on anything else ("*" totals included).
+bool parse_content_range(const std::string& v, uint64_t* a, uint64_t* b, uint64_t* total) {
+    unsigned long long x = 0, y = 0, t = 0;
+    char tail = 0;
+    if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu%c", &x, &y, &t, &tail) != 3) return false;
+    if (x > y || y >= t) return false;
+    *a = x;
+    *b = y;
+    *total = t;
+    return true;
+}
+
+}  // namespace
+
+bool is_http_url(const std::string& s) {
+    std::string l = lower(s.substr(0, 8));
+    return l.rfind("http://", 0) == 0 || l.rfind("https://", 0) == 0;
+}
+
+/// State of one request, filled by libcurl's callbacks.
+struct HttpClient::Attempt {
+    CURL* curl = nullptr;
+    uint64_t offset = 0;
+    size_t len = 0;
+    char* dst = nullptr;
+    size_t got = 0;
+    bool head_only = false;
+    std::string* page = nullptr;  // a whole page is asked for
+    bool checked = false;     // status and Content-Range of the answer looked at
+    std::string refused;      // why the body was refused (Range ignored, wrong range)
+    std::string content_range, etag, last_modified, retry_after, content_length;
+    uint64_t total = 0;
+    std::chrono::steady_clock::time_point last_data = std::chrono::steady_clock::now();
+    std::chrono::seconds stall_limit{30};
+    bool stalled = false;
+
+    /// Aborts a transfer that received nothing for stall_limit. (CURLOPT_LOW_SPEED_TIME averages
+    /// the speed over a window of about 5 s, so a burst followed by silence was cut only after
+    /// stall_limit + 6 s: measured 7 s for a 1 s limit.)
+    static int on_progress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+        auto* a = static_cast<Attempt*>(self);
+        if (std::chrono::steady_clock::now() - a->last_data > a->stall_limit) {
+            a->stalled = true;
+            return 1;
+        }
+        return 0;
+    }
+
+    static size_t on_header(char* data, size_t size, size_t n, void* self) {
+        auto* a = static_cast<Attempt*>(self);
+        a->last_data = std::chrono::steady_clock::now();
+        std::string line(data, size * n);
+        if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100): forget the last
+            a->content_range.clear();
+            a->etag.clear();
+            a->last_modified.clear();
+            a->retry_after.clear();
+            a->content_length.clear();
+            return size * n;
+        }
+        size_t colon = line.find(':');
+        if (colon == std::string::npos) return size * n;
+        std::string name = lower(line.substr(0, colon));
+        std::string value = trim(line.substr(colon + 1));
+        if (name == "content-range") a->content_range = value;
+        else if (name == "etag") a->etag = value;
+        else if (name == "last-modified") a->last_modified = value;
+        else if (name == "retry-after") a->retry_after = value;
+        else if (name == "content-length") a->content_length = value;
+        return size * n;
+    }
+
+    /// Checks the answer before taking its first byte: only a 206 for exactly the asked range.
+    bool check() {
+        checked = true;
+        long status = 0;
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (status != 206) return status != 200 ? true : (refused = "the server ignored the Range request "
+                                                                    "(answered 200 with the whole file); "
+                                                                    "gguf-mount needs HTTP Range support",
+                                                          false);
+        uint64_t a = 0, b = 0, t = 0;
+        if (!parse_content_range(content_range, &a, &b, &t)) {
+            refused = "answer 206 without a valid Content-Range ('" + content_range + "')";
+            return false;
+        }
+        const uint64_t want_end = offset + len - 1;
+        if (a != offset || (b != want_end && !(b < want_end && b == t - 1))) {
+            refused = "answer 206 for '" + content_range + "', asked for bytes " + std::to_string(offset) + "-" +
+                      std::to_string(want_end);
+            return false;
+        }
+        total = t;
+        return true;
+    }
+
+    static size_t on_body(char* data, size_t size, size_t n, void* self) {
+        auto* a = static_cast<Attempt*>(self);
+        const size_t bytes = size * n;
+        a->last_data = std::chrono::steady_clock::now();
+        long status = 0;
+        curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (a->page) {
+            if (status != 200) return bytes;  // an error page: discard
+            if (bytes > HttpClient::kMaxPageBytes - a->page->size()) {
+                a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
+                return 0;
+            }
+            a->page->append(data, bytes);
+            return bytes;
+        }
+        if (!a->checked && !a->check()) return 0;  // abort the transfer
+        if (status != 206) return bytes;           // an error page: discard
+        if (bytes > a->len - a->got) {
+            a->refused = "the server sent more bytes than the Content-Range it announced";
+            return 0;
+        }
+        std::memcpy(a->dst + a->got, data, bytes);
+        a->got += bytes;
+        return bytes;
+    }
+};
+
+HttpClient::HttpClient(HttpOptions options) : options_(std::move(options)) { global_init(); }
+
+HttpClient::~HttpClient() {
+    for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+void* HttpClient::acquire() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!idle_.empty()) {
+            void* h = idle_.back();
+            idle_.pop_back();
+            return h;
+        }
+    }
+    CURL* c = curl_easy_init();
+    if (!c) throw HttpError("cannot create a libcurl handle", EIO, 0, false);
+    return c;
+}
+
+void HttpClient::release(void* handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(handle);
+}
+
+ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, long* retry_after) {
+    const uint64_t offset = ask.offset;
+    const size_t len = ask.len;
+    const bool head_only = ask.head_only;
+    CURL* c = static_cast<CURL*>(handle);
+    curl_easy_reset(c);  // keeps the connection cache and DNS cache of the handle
+    Attempt a;
+    a.curl = c;
+    a.offset = offset;
+    a.len = len;
+    a.dst = ask.dst;
+    a.head_only = head_only;
+    a.page = ask.page;
+    if (a.page) a.page->clear();
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    const long timeout = static_cast<long>(options_.net_timeout.count());
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout * 1000);
+    a.stall_limit = options_.net_timeout;
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &Attempt::on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &a);
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, nullptr);  // byte ranges of the identity encoding
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "gguf-mount");
+    if (!options_.ca_cert.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_cert.c_str());
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &Attempt::on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+    std::string range;
+    if (head_only) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (!ask.page) {
+        range = std::to_string(offset) + "-" + std::to_string(offset + len - 1);
+        curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
+    }
+
+    const std::string name = url_for_message(url);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, EIO, status, false);
+    if (rc != CURLE_OK) {
+        std::string why = a.stalled ? "no data for " + std::to_string(timeout) + " s (stalled; --net-timeout)"
+                          : errbuf[0]  ? std::string(errbuf)
+                                       : std::string(curl_easy_strerror(rc));
+        // TLS verification failures are not retried: they will not go away.
+        bool tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                   rc == CURLE_SSL_CONNECT_ERROR;
+        if (tls) why += " (add the server's CA with --ca-cert FILE)";
+        throw HttpError(name + ": " + why, EIO, 0, !tls);
+    }
+    if (status == 429 || status >= 500) {
+        if (status == 429) *retry_after = a.retry_after.empty() ? 0 : std::atol(a.retry_after.c_str());
+        std::string what = status == 429 ? "rate limited by the server (HTTP 429)"
+                                         : "server error (HTTP " + std::to_string(status) + ")";
+        throw HttpError(name + ": " + what, EIO, status, true);
+    }
+    if (status == 401 || status == 403) {
+        throw HttpError(name + ": access denied (HTTP " + std::to_string(status) +
+                            "): the file is private or gated, or the credentials are wrong",
+                        EACCES, status, false);
+    }
+    if (status == 404 || status == 410) {
+        throw HttpError(name + ": not found (HTTP " + std::to_string(status) + ")", ENOENT, status, false);
+    }
+    if (status == 416) {
+        throw HttpError(name + ": range not satisfiable (HTTP 416): the file is shorter than expected "
+                               "(it changed on the server?)",
+                        EIO, status, false);
+    }
+    ObjectInfo info;
+    if (!a.last_modified.empty()) info.mtime = curl_getdate(a.last_modified.c_str(), nullptr);
+    if (info.mtime < 0) info.mtime = 0;
+    if (ask.page) {
+        if (status != 200) {
+            throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to a GET", EIO, status,
+                            false);
+        }
+        char* type = nullptr;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+        if (ask.content_type) *ask.content_type = type ? type : "";
+        char* final_url = nullptr;
+        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
+        if (ask.final_url) *ask.final_url = final_url ? final_url : url;
+        info.size = a.page->size();
+    } else if (head_only) {
+        if (status != 200) {
+            throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to HEAD", EIO, status,
+                            false);
+        }
+        char* end = nullptr;
+        unsigned long long n = std::strtoull(a.content_length.c_str(), &end, 10);
+        if (a.content_length.empty() || *end) {
+            throw HttpError(name + ": HEAD answer without Content-Length", EIO, status, false);
+        }
+        info.size = n;
+    } else {
+        if (status != 206 || !a.checked) {
+            throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to a range request", EIO,
+                            status, false);
+        }
+        const uint64_t want = std::min<uint64_t>(len, a.total - offset);
+        if (a.got != want) {
+            throw HttpError(name + ": answer cut short: " + std::to_string(a.got) + " of " + std::to_string(want) +
+                                " bytes at offset " + std::to_string(offset),
+                            EIO, status, true);
+        }
+        info.size = a.total;
+        *ask.got = a.got;
+    }
+    info.validator = !a.etag.empty() ? a.etag : "lm:" + a.last_modified + ":" + std::to_string(info.size);
+    return info;
+}
+
+ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.net_timeout;
+    auto delay = options_.backoff;
+    for (unsigned attempt = 1;; ++attempt) {
+        void* h = acquire();
+        long retry_after = -1;
+        try {
+            ObjectInfo info = once(h, url, ask, &retry_after);
+            release(h);
+            return info;
+        } catch (const HttpError& e) {
+            release(h);
+            auto wait = retry_after > 0 ? std::chrono::milliseconds(retry_after * 1000) : delay;
+            if (!e.retryable() || attempt >= options_.attempts || std::chrono::steady_clock::now() + wait > deadline) {
+                std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
+                throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable());
+            }
+            std::this_thread::sleep_for(wait);
+            delay *= 2;
+        }
+    }
+}
+
+ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got) {
+    Ask ask;
+    ask.offset = offset;
+    ask.len = len;
+    ask.dst = dst;
+    ask.got = got;
+    return perform(url, ask);
+}
+
+ObjectInfo HttpClient::head(const std::string& url) {
+    Ask ask;
+    ask.head_only = true;
+    return perform(url, ask);
+}
+
+std::string HttpClient::get_page(const std::string& url, std::string* content_type, std::string* final_url) {
+    std::string body;
+    Ask ask;
+    ask.page = &body;
+    ask.content_type = content_type;
+    ask.final_url = final_url;
+    perform(url, ask);
+    return body;
+}
+
+}  // namespace gguf_mount::remote

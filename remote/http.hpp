@@ -1,0 +1,113 @@
+// HTTP(S) ranged reads on libcurl: the only place gguf-mount talks to a server.
+// Facts used: shared/docs/remote-facts.md (206 + Content-Range check, 200 whole-body answers,
+// stalls, redirects, extra CA).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gguf_mount::remote {
+
+/// True for "http://..." and "https://..." (case-insensitive scheme).
+bool is_http_url(const std::string& s);
+
+/// What identifies one version of a remote object, from the headers of a 206 answer (or HEAD).
+struct ObjectInfo {
+    uint64_t size = 0;       ///< total bytes (Content-Range "/TOTAL", or Content-Length of HEAD)
+    std::string validator;   ///< ETag as sent, else "lm:" + Last-Modified + ":" + size
+    time_t mtime = 0;        ///< Last-Modified as seconds since the epoch, 0 when absent
+};
+
+/// A failed request: one line naming the URL (url_for_message, remote/index.hpp: no credentials,
+/// query or fragment) and what a user can do about it.
+/// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
+/// 401/403); `status` the HTTP status (0 for transport errors).
+class HttpError : public std::runtime_error {
+public:
+    HttpError(const std::string& message, int sys_errno, long status, bool retryable)
+        : std::runtime_error(message), sys_errno_(sys_errno), status_(status), retryable_(retryable) {}
+    int sys_errno() const noexcept { return sys_errno_; }
+    long status() const noexcept { return status_; }
+    bool retryable() const noexcept { return retryable_; }
+
+private:
+    int sys_errno_;
+    long status_;
+    bool retryable_;
+};
+
+/// Client settings (command line: --net-timeout, --ca-cert).
+struct HttpOptions {
+    /// Connect timeout, and a transfer that receives nothing for this long is a stall.
+    /// Also bounds the whole retry loop of one call (attempts stop once it has passed).
+    std::chrono::seconds net_timeout{30};
+    std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
+    unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
+    std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
+};
+
+/// A thread-safe HTTP client: a pool of libcurl easy handles (each keeps its connections alive,
+/// so sequential requests reuse them; HTTP/2 over TLS when the server offers it). TLS peers are
+/// verified against the system store, plus HttpOptions::ca_cert. Redirects are followed
+/// (libcurl drops credentials on a host change).
+class HttpClient {
+public:
+    explicit HttpClient(HttpOptions options);
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    /// GET bytes [offset, offset + len) of `url` into `dst` (len > 0). Accepts only a 206 whose
+    /// Content-Range starts at `offset` and ends at offset + len - 1 or at the last byte of the
+    /// object; a 200 (Range ignored) is aborted after its first bytes, never copied. Returns the
+    /// object's info and sets `*got` to the bytes written (== len unless the object ends
+    /// first). Retries retryable failures with doubling backoff (honouring Retry-After of a
+    /// 429, capped by net_timeout), then throws HttpError (one line: redacted URL, status,
+    /// advice). Never keeps more than `len` bytes in memory.
+    ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got);
+
+    /// HEAD `url`: size (Content-Length) and validator without a data request. Retries and
+    /// throws like get_range.
+    ObjectInfo head(const std::string& url);
+
+    /// A whole small resource (a directory index page), GET without Range, at most
+    /// kMaxPageBytes. Returns the body; `*content_type` gets the Content-Type and `*final_url`
+    /// the URL after redirects. Retries and throws like get_range (also for a larger body, or
+    /// a status other than 200).
+    static constexpr size_t kMaxPageBytes = size_t{16} << 20;
+    std::string get_page(const std::string& url, std::string* content_type, std::string* final_url);
+
+    const HttpOptions& options() const noexcept { return options_; }
+
+private:
+    struct Attempt;
+    void* acquire();
+    void release(void* handle);
+    /// What one request asks: a byte range (page == nullptr, !head_only), HEAD, or a whole
+    /// page into *page.
+    struct Ask {
+        uint64_t offset = 0;
+        size_t len = 0;
+        char* dst = nullptr;
+        size_t* got = nullptr;
+        bool head_only = false;
+        std::string* page = nullptr;
+        std::string* content_type = nullptr;
+        std::string* final_url = nullptr;
+    };
+    ObjectInfo perform(const std::string& url, const Ask& ask);
+    ObjectInfo once(void* handle, const std::string& url, const Ask& ask, long* retry_after);
+
+    HttpOptions options_;
+    std::mutex mutex_;
+    std::vector<void*> idle_;  // CURL* handles not in use
+};
+
+}  // namespace gguf_mount::remote

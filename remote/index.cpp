@@ -1,0 +1,224 @@
+#include "remote/index.hpp"
+
+#include <curl/curl.h>
+#include <libxml/HTMLparser.h>
+#include <libxml/tree.h>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <memory>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/error.hpp"
+
+namespace gguf_mount::remote {
+
+namespace {
+
+using gguf::Code;
+using gguf::Error;
+
+struct CurlUrlFree {
+    void operator()(CURLU* u) const { curl_url_cleanup(u); }
+};
+using UrlHandle = std::unique_ptr<CURLU, CurlUrlFree>;
+
+struct DocFree {
+    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
+};
+
+/// One part of a parsed URL ("" when absent). `flags` e.g. CURLU_URLDECODE.
+std::string url_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
+    char* value = nullptr;
+    if (curl_url_get(u, part, &value, flags) != CURLUE_OK || value == nullptr) return "";
+    std::string out(value);
+    curl_free(value);
+    return out;
+}
+
+/// True for a string that can name one entry of a directory.
+bool valid_entry_name(const std::string& name) {
+    return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+           name.find('\0') == std::string::npos;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::string attribute(xmlNode* node, const char* name) {
+    xmlChar* v = xmlGetProp(node, reinterpret_cast<const xmlChar*>(name));
+    if (v == nullptr) return "";
+    std::string out(reinterpret_cast<const char*>(v));
+    xmlFree(v);
+    return out;
+}
+
+/// What the page walk collects: every link with the text node that follows it, and whether the
+/// page has features nginx's autoindex never emits (then sizes are not trusted).
+struct Link {
+    std::string href;
+    std::string text_after;  // the text node right after </a> when the link sits in a <pre>
+};
+struct PageScan {
+    std::vector<Link> links;
+    bool foreign_layout = false;  // <img>, <table> or a "?..." link: Apache (or other) layout
+};
+
+void scan(xmlNode* node, PageScan& page) {
+    for (xmlNode* n = node; n != nullptr; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE) continue;
+        std::string tag = lower(reinterpret_cast<const char*>(n->name));
+        if (tag == "img" || tag == "table") page.foreign_layout = true;
+        if (tag == "a") {
+            xmlChar* raw = xmlGetProp(n, reinterpret_cast<const xmlChar*>("href"));
+            if (raw != nullptr) {
+                xmlFree(raw);
+                Link link{attribute(n, "href"), ""};
+                if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
+                bool in_pre = n->parent != nullptr && lower(reinterpret_cast<const char*>(n->parent->name)) == "pre";
+                if (in_pre && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
+                    link.text_after = reinterpret_cast<const char*>(n->next->content);
+                page.links.push_back(std::move(link));
+            }
+        }
+        scan(n->children, page);
+    }
+}
+
+/// The size nginx's autoindex prints after a link: "   30-Nov-2026 06:00    12345\r\n"
+/// (ngx_http_autoindex_module.c: date as %02d-%s-%d %02d:%02d, then the size right-aligned, or
+/// "-" for directories). Exact sizes only: "1K"/"12M" (autoindex_exact_size off) give nothing.
+std::optional<uint64_t> nginx_size(const std::string& text) {
+    static const std::regex line(R"(^\s+\d{2}-[A-Za-z]{3}-\d{4} \d{2}:\d{2}\s+(\d{1,20})\s*$)");
+    std::smatch m;
+    if (!std::regex_match(text, m, line)) return std::nullopt;
+    const std::string digits = m[1].str();
+    uint64_t v = 0;
+    for (char c : digits) {
+        auto d = static_cast<uint64_t>(c - '0');
+        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+        v = v * 10 + d;
+    }
+    return v;
+}
+
+}  // namespace
+
+std::string url_for_message(const std::string& url) {
+    UrlHandle u(curl_url());
+    if (u && curl_url_set(u.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE) ==
+                 CURLUE_OK) {
+        curl_url_set(u.get(), CURLUPART_USER, nullptr, 0);
+        curl_url_set(u.get(), CURLUPART_PASSWORD, nullptr, 0);
+        curl_url_set(u.get(), CURLUPART_QUERY, nullptr, 0);
+        curl_url_set(u.get(), CURLUPART_FRAGMENT, nullptr, 0);
+        std::string out = url_part(u.get(), CURLUPART_URL);
+        if (!out.empty()) return out;
+    }
+    return url.substr(0, url.find_first_of("?#"));
+}
+
+std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url) {
+    const std::string where = url_for_message(page_url);
+    UrlHandle base(curl_url());
+    if (!base || curl_url_set(base.get(), CURLUPART_URL, page_url.c_str(), 0) != CURLUE_OK)
+        throw Error(Code::BadValue, where + ": not an absolute URL");
+    const std::string scheme = lower(url_part(base.get(), CURLUPART_SCHEME));
+    if (scheme != "http" && scheme != "https") throw Error(Code::BadValue, where + ": not an http(s) URL");
+    // The directory the page lists: its path up to and including the last '/', or the whole
+    // path plus '/' when the URL names the directory without the trailing slash.
+    std::string dir_raw = url_part(base.get(), CURLUPART_PATH);
+    if (dir_raw.empty() || dir_raw.back() != '/') dir_raw += '/';
+    curl_url_set(base.get(), CURLUPART_PATH, dir_raw.c_str(), 0);
+    curl_url_set(base.get(), CURLUPART_QUERY, nullptr, 0);
+    curl_url_set(base.get(), CURLUPART_FRAGMENT, nullptr, 0);
+    const std::string dir_path = url_part(base.get(), CURLUPART_PATH, CURLU_URLDECODE);
+    const std::string host = lower(url_part(base.get(), CURLUPART_HOST));
+    const std::string port = url_part(base.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
+    const std::string base_url = url_part(base.get(), CURLUPART_URL);
+
+    if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+        throw Error(Code::BadValue, where + ": index page of " + std::to_string(body.size()) + " bytes is too large");
+    // UTF-8 unless the page says otherwise: nginx sends no charset, names are UTF-8 bytes.
+    std::unique_ptr<xmlDoc, DocFree> doc(htmlReadMemory(
+        body.data(), static_cast<int>(body.size()), base_url.c_str(), "UTF-8",
+        HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET | HTML_PARSE_COMPACT));
+    if (!doc || xmlDocGetRootElement(doc.get()) == nullptr)
+        throw Error(Code::BadValue, where + ": index page is not HTML (" + std::to_string(body.size()) + " bytes)");
+    PageScan page;
+    scan(xmlDocGetRootElement(doc.get()), page);
+
+    std::vector<IndexEntry> out;
+    std::set<std::string> seen;
+    for (const Link& link : page.links) {
+        UrlHandle u(curl_url_dup(base.get()));
+        if (!u || curl_url_set(u.get(), CURLUPART_URL, link.href.c_str(),
+                               CURLU_ALLOW_SPACE | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
+            continue;  // not a URL at all (e.g. "javascript:" is fine, "http://[" is not)
+        if (lower(url_part(u.get(), CURLUPART_SCHEME)) != scheme || lower(url_part(u.get(), CURLUPART_HOST)) != host ||
+            url_part(u.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT) != port || !url_part(u.get(), CURLUPART_QUERY).empty())
+            continue;
+        std::string path = url_part(u.get(), CURLUPART_PATH, CURLU_URLDECODE);
+        if (path.size() <= dir_path.size() || path.compare(0, dir_path.size(), dir_path) != 0) continue;
+        std::string name = path.substr(dir_path.size());
+        bool directory = name.back() == '/';
+        if (directory) name.pop_back();
+        if (!valid_entry_name(name) || !seen.insert(name).second) continue;
+        IndexEntry e{name, directory, std::nullopt};
+        if (!directory && !page.foreign_layout) e.size = nginx_size(link.text_after);
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+std::vector<IndexEntry> parse_index_json(std::string_view body, const std::string& page_url) {
+    const std::string where = page_url.empty() ? std::string("JSON index") : url_for_message(page_url);
+    auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
+    if (j.is_discarded()) throw Error(Code::BadValue, where + ": index is not valid JSON");
+    if (!j.is_array()) throw Error(Code::BadValue, where + ": JSON index is not an array");
+    std::vector<IndexEntry> out;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < j.size(); ++i) {
+        const auto& item = j[i];
+        const std::string at = where + ": entry " + std::to_string(i);
+        if (!item.is_object()) throw Error(Code::BadValue, at + " is not an object");
+        auto name = item.find("name");
+        if (name == item.end() || !name->is_string()) throw Error(Code::BadValue, at + " has no string \"name\"");
+        auto type = item.find("type");
+        if (type == item.end() || !type->is_string()) throw Error(Code::BadValue, at + " has no string \"type\"");
+        IndexEntry e{name->get<std::string>(), *type == "directory", std::nullopt};
+        if (*type != "file" && *type != "directory") continue;
+        if (!valid_entry_name(e.name) || !seen.insert(e.name).second) continue;
+        auto size = item.find("size");
+        if (size != item.end() && !e.directory) {
+            if (!size->is_number_unsigned())
+                throw Error(Code::BadValue, at + " (\"" + e.name + "\"): \"size\" is not an unsigned integer");
+            e.size = size->get<uint64_t>();
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+std::vector<IndexEntry> parse_index(std::string_view body, std::string_view content_type, const std::string& page_url) {
+    std::string type = lower(content_type.substr(0, content_type.find(';')));
+    while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
+    while (!type.empty() && std::isspace(static_cast<unsigned char>(type.front()))) type.erase(0, 1);
+    const bool json_type = type == "application/json" || (type.size() > 5 && type.rfind("+json") == type.size() - 5);
+    if (json_type) return parse_index_json(body, page_url);
+    if (type == "text/html" || type == "application/xhtml+xml") return parse_index_html(body, page_url);
+    auto first = std::find_if(body.begin(), body.end(), [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
+    if (first != body.end() && *first == '[') return parse_index_json(body, page_url);
+    if (first != body.end() && *first == '<') return parse_index_html(body, page_url);
+    throw Error(Code::BadValue, url_for_message(page_url) + ": not a directory index (content type \"" +
+                                    std::string(content_type) + "\")");
+}
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,64 @@
+// Directory listings of HTTP servers: the index page a server returns for a directory URL
+// ("http://host/models/"), parsed into entry names, kinds and (where exact) sizes.
+// Formats (see /work/shared/docs/remote-facts.md, "Directory indexes"):
+//   - nginx `autoindex on` HTML: <pre> lines `<a href="NAME">TEXT</a>  DD-Mon-YYYY HH:MM  SIZE`,
+//     NAME URL-encoded, TEXT HTML-escaped and cut when long, SIZE exact bytes or "-";
+//   - nginx `autoindex_format json`: [{"name", "type": "file"|"directory", "mtime", "size"}];
+//   - Apache mod_autoindex HTML (FancyIndexing <pre>, HTMLTable <table>, or a plain <ul>):
+//     sizes rounded ("1.2M"), so never taken.
+// Pure: no network. HTML through libxml2's HTML parser, URLs through libcurl's URL API, JSON
+// through nlohmann-json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gguf_mount::remote {
+
+/// One entry of a directory listing.
+struct IndexEntry {
+    std::string name;              // decoded name, one path segment: never empty, ".", ".." or with '/' or NUL
+    bool directory = false;        // a sub-directory (its URL is the page URL + URL-encoded name + "/")
+    std::optional<uint64_t> size;  // exact size in bytes when the listing states it (nginx), else empty
+
+    bool operator==(const IndexEntry& o) const {
+        return name == o.name && directory == o.directory && size == o.size;
+    }
+};
+
+/// Parses an HTML directory index (nginx autoindex, Apache mod_autoindex) fetched from
+/// `page_url` (the final URL after redirects; a path without a trailing '/' is taken as the
+/// directory itself). Entries are the <a href> links that resolve (relative to the page) to a
+/// direct child of the page's directory on the same scheme, host and port, without a query:
+/// parent links, sort links ("?C=N;O=D"), fragments, links to other hosts or outside the directory
+/// and deeper paths are skipped. Names come from the href, URL-decoded (never from the link
+/// text, which nginx cuts); a trailing '/' marks a directory. Sizes are set only on pages in
+/// nginx's layout with exact byte counts (`autoindex_exact_size on`, the default), never from
+/// Apache's rounded sizes. Duplicate names keep the first. Entries keep page order.
+/// Throws gguf::Error(Code::BadValue) naming the page URL (without query) when the page is
+/// not HTML that libxml2 can parse or `page_url` is not an absolute http(s) URL.
+std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url);
+
+/// Parses nginx's `autoindex_format json` listing: a JSON array of objects with "name"
+/// (string, not URL-encoded), "type" ("file", "directory"; other types such as "other" are
+/// skipped) and, for files, "size" (unsigned bytes). Names that cannot be a direct child ("",
+/// ".", "..", containing '/' or NUL) are skipped. Throws gguf::Error(Code::BadValue) naming
+/// `page_url` (for the message only) when the body is not such an array (bad JSON, an entry
+/// that is not an object, a missing or non-string name, a size that is not an unsigned integer).
+std::vector<IndexEntry> parse_index_json(std::string_view body, const std::string& page_url = "");
+
+/// Chooses the parser: by `content_type` ("application/json" or "+json" -> JSON; "text/html" or
+/// "application/xhtml+xml" -> HTML; parameters such as "; charset=utf-8" ignored), else by the
+/// first non-blank byte of the body ('[' JSON, '<' HTML). Throws gguf::Error(Code::BadValue)
+/// naming the page URL when neither applies.
+std::vector<IndexEntry> parse_index(std::string_view body, std::string_view content_type, const std::string& page_url);
+
+/// `url` without userinfo, query and fragment, for messages and logs ("a query string may hold
+/// a signature"): "https://u:p@h/x?sig=1#f" -> "https://h/x". A string libcurl cannot parse as a
+/// URL is cut at the first '?' or '#'.
+std::string url_for_message(const std::string& url);
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,124 @@
+// A remote object read through the block cache: the gguf::ByteSource of an HTTP(S) file.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gguf/byte_source.hpp"
+#include "gguf/logical_file.hpp"
+#include "remote/cache.hpp"
+#include "remote/http.hpp"
+
+namespace gguf_mount::remote {
+
+/// Settings shared by every remote source of a mount (command line).
+struct RemoteOptions {
+    HttpOptions http;
+    std::string cache_dir;        ///< "" -> BlockCache::default_dir()
+    uint64_t cache_max_bytes = 0; ///< 0: unbounded
+    bool offline = false;         ///< no network: serve what the cache holds, else EIO
+    unsigned readahead_blocks = 4;  ///< blocks fetched ahead of a sequential reader
+    unsigned fetch_threads = 4;     ///< background fetches in flight (read-ahead)
+};
+
+/// What the sources of one mount share: the HTTP client, the cache, and the read-ahead workers
+/// (started on first use, so no thread exists before the daemon forks).
+class RemoteContext {
+public:
+    /// Opens the cache (throws std::runtime_error naming the directory).
+    explicit RemoteContext(RemoteOptions options);
+    ~RemoteContext();
+
+    HttpClient& http() noexcept { return http_; }
+    BlockCache& cache() noexcept { return cache_; }
+    const RemoteOptions& options() const noexcept { return options_; }
+
+    /// Queues `job` for a background worker. Never throws (a job that cannot be queued is
+    /// dropped: read-ahead is best effort).
+    void submit(std::function<void()> job) noexcept;
+
+private:
+    void work();
+
+    RemoteOptions options_;
+    HttpClient http_;
+    BlockCache cache_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    std::vector<std::thread> workers_;
+    bool stopping_ = false;
+};
+
+/// One version of a remote object, read in BlockCache::kBlockSize blocks: cached blocks from
+/// disk, missing ones fetched (one ranged GET per block; concurrent reads of one block wait for
+/// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
+/// fetched in the background. A fetch whose answer has another validator marks the source
+/// changed(): no byte of the new version is ever served through it.
+class RemoteSource final : public gguf::ByteSource, public std::enable_shared_from_this<RemoteSource> {
+public:
+    /// Learns size and validator of `url`: online, with a HEAD when the cache has a record of
+    /// the URL with that validator (a cached remount sends no data request), else with the
+    /// first ranged GET (block 0, which is then cached); offline, from the cache's record.
+    /// Throws gguf::Error(Code::Io, "URL: reason", errno) (ENOENT for 404/410).
+    static std::shared_ptr<RemoteSource> open(std::shared_ptr<RemoteContext> context, const std::string& url);
+
+    ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
+    uint64_t size() const noexcept override { return info_.size; }
+    bool changed() const noexcept override { return changed_.load(); }
+    std::string display_name() const override { return name_; }
+    std::string validator() const override { return info_.validator; }
+
+    /// The FilePart of this source for the catalog: path = display name, st = S_IFREG | 0444,
+    /// owner the daemon's user, mtime Last-Modified.
+    gguf::FilePart part() const;
+
+private:
+    RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info);
+    uint64_t block_length(uint64_t block) const noexcept;
+    /// Makes block `block` available: fetched by this call, or by another thread (waited for),
+    /// or already cached; 0 or -errno. `*bytes` (if given) receives the block's bytes when they
+    /// are in memory (fetched, and possibly not yet or never stored); null when it was cached.
+    int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept;
+    /// The bytes of `block` when it was just fetched and is being stored, else null.
+    std::shared_ptr<const char[]> fresh(uint64_t block) const;
+    void read_ahead(uint64_t block) const noexcept;
+
+    std::shared_ptr<RemoteContext> context_;
+    std::string url_;   // as given (may hold a query string: never logged)
+    std::string name_;  // without credentials or query
+    ObjectInfo info_;
+    std::string key_;
+    mutable std::atomic<bool> changed_{false};
+    mutable std::atomic<bool> offline_logged_{false};
+    mutable std::atomic<bool> store_failure_logged_{false};
+    mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
+    mutable std::mutex mutex_;
+    mutable std::condition_variable cv_;
+    mutable std::set<uint64_t> fetching_;  // blocks being downloaded
+    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being stored
+};
+
+/// The outcome of opening one URL with open_sources: the source, or the one-line error.
+struct Opened {
+    std::shared_ptr<RemoteSource> source;
+    std::string error;
+    int sys_errno = 0;  // of the error (ENOENT for 404/410)
+};
+
+/// RemoteSource::open for every URL of `urls`, kParallelOpens at a time (each is one ranged
+/// GET of the first block, or a HEAD when cached). Keyed by URL as given. Never throws for a
+/// URL that fails (its Opened holds the error).
+constexpr size_t kParallelOpens = 8;
+std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,
+                                           const std::vector<std::string>& urls);
+
+}  // namespace gguf_mount::remote

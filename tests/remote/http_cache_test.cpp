@@ -1,0 +1,229 @@
+// remote/http and remote/cache on their own: the HTTP client against nginx and the fault
+// server on 127.0.0.1, the block cache on a temporary directory.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "gguf/catalog.hpp"
+#include "remote/cache.hpp"
+#include "remote/catalog.hpp"
+#include "remote/http.hpp"
+#include "remote/servers.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_mount::remote::BlockCache;
+using gguf_mount::remote::HttpClient;
+using gguf_mount::remote::HttpError;
+using gguf_mount::remote::HttpOptions;
+using remote_test::FaultServer;
+using remote_test::NginxServer;
+
+/// `n` pseudo-random bytes from `seed` (std::mt19937: a shifted range is always wrong).
+std::string random_bytes(size_t n, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(gen() & 0xff);
+    return s;
+}
+
+HttpOptions quick() {
+    HttpOptions o;
+    o.net_timeout = std::chrono::seconds(3);
+    o.backoff = std::chrono::milliseconds(50);
+    return o;
+}
+
+class HttpClientTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string why;
+        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
+        content_ = random_bytes(300000, 3);
+        gguf_test::write_file(root_ / "m.bin", content_);
+        server_ = std::make_unique<NginxServer>(remote_test::NginxOptions{root_.path()});
+        ASSERT_TRUE(server_->start(&why)) << why;
+    }
+    gguf_test::TempDir root_;
+    std::string content_;
+    std::unique_ptr<NginxServer> server_;
+};
+
+TEST_F(HttpClientTest, RangedGetReturnsTheBytesSizeAndValidator) {
+    HttpClient http(quick());
+    std::string buf(1000, '\0');
+    size_t got = 0;
+    auto info = http.get_range(server_->base_url() + "/m.bin", 1234, buf.size(), buf.data(), &got);
+    EXPECT_EQ(got, 1000u);
+    EXPECT_TRUE(buf == content_.substr(1234, 1000));
+    EXPECT_EQ(info.size, 300000u);
+    EXPECT_FALSE(info.validator.empty());
+    // Asking past the end gives what exists, with the same validator.
+    got = 0;
+    auto tail = http.get_range(server_->base_url() + "/m.bin", 299000, buf.size() * 4, &buf[0], &got);
+    EXPECT_EQ(got, 0u + 1000u);
+    EXPECT_EQ(tail.validator, info.validator);
+    auto head = http.head(server_->base_url() + "/m.bin");
+    EXPECT_EQ(head.size, 300000u);
+    EXPECT_EQ(head.validator, info.validator);
+}
+
+TEST_F(HttpClientTest, IgnoredRangeIsRefusedWithoutTakingTheBody) {
+    HttpClient http(quick());
+    std::string buf(1000, 'x');
+    size_t got = 0;
+    try {
+        http.get_range(server_->base_url() + "/norange/m.bin?sig=secret", 5000, buf.size(), buf.data(), &got);
+        FAIL() << "no error";
+    } catch (const HttpError& e) {
+        EXPECT_EQ(std::string(e.what()), server_->base_url() +
+                                             "/norange/m.bin: the server ignored the Range request (answered 200 "
+                                             "with the whole file); gguf-mount needs HTTP Range support");
+    }
+    EXPECT_EQ(got, 0u);
+    EXPECT_EQ(buf, std::string(1000, 'x'));
+}
+
+TEST_F(HttpClientTest, NotFoundIsOneLineWithoutTheQuery) {
+    HttpClient http(quick());
+    char b[10];
+    size_t got = 0;
+    try {
+        http.get_range(server_->base_url() + "/nope.bin?token=abc", 0, 10, b, &got);
+        FAIL() << "no error";
+    } catch (const HttpError& e) {
+        EXPECT_EQ(std::string(e.what()), server_->base_url() + "/nope.bin: not found (HTTP 404)");
+        EXPECT_EQ(e.sys_errno(), ENOENT);
+    }
+    // nginx logs a request after answering it: wait for a second one, which must not come.
+    EXPECT_EQ(server_->wait_access_log(2, std::chrono::milliseconds(500)).size(), 1u) << "a 404 is not retried";
+}
+
+class FaultClientTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string why;
+        if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+        content_ = random_bytes(100000, 5);
+        gguf_test::write_file(root_ / "m.bin", content_);
+        server_ = std::make_unique<FaultServer>(root_.path());
+        ASSERT_TRUE(server_->start(&why)) << why;
+    }
+    gguf_test::TempDir root_;
+    std::string content_;
+    std::unique_ptr<FaultServer> server_;
+};
+
+TEST_F(FaultClientTest, ServerErrorsAreRetriedThenReported) {
+    HttpClient http(quick());
+    std::string buf(100, '\0');
+    size_t got = 0;
+    server_->set_rules(nlohmann::json::array({{{"fault", "status"}, {"status", 503}, {"times", 2}}}));
+    http.get_range(server_->base_url() + "/m.bin", 10, 100, buf.data(), &got);
+    EXPECT_TRUE(buf == content_.substr(10, 100));
+    EXPECT_EQ(server_->wait_access_log(3).size(), 3u);
+
+    server_->set_rules(nlohmann::json::array({{{"fault", "status"}, {"status", 502}, {"times", -1}}}));
+    try {
+        http.get_range(server_->base_url() + "/m.bin", 10, 100, buf.data(), &got);
+        FAIL() << "no error";
+    } catch (const HttpError& e) {
+        EXPECT_EQ(std::string(e.what()), server_->base_url() + "/m.bin: server error (HTTP 502) (after 4 attempts)");
+    }
+}
+
+TEST_F(FaultClientTest, TooManyRequestsWaitsRetryAfter) {
+    HttpClient http(quick());
+    std::string buf(100, '\0');
+    size_t got = 0;
+    server_->set_rules(nlohmann::json::array({{{"fault", "retry_after"}, {"seconds", 1}, {"times", 1}}}));
+    auto t0 = std::chrono::steady_clock::now();
+    http.get_range(server_->base_url() + "/m.bin", 0, 100, buf.data(), &got);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(950));
+    EXPECT_TRUE(buf == content_.substr(0, 100));
+}
+
+TEST_F(FaultClientTest, StallIsCutAfterTheTimeout) {
+    HttpOptions o = quick();
+    o.net_timeout = std::chrono::seconds(1);
+    HttpClient http(o);
+    std::string buf(50000, '\0');
+    size_t got = 0;
+    server_->set_rules(
+        nlohmann::json::array({{{"fault", "stall"}, {"seconds", 30}, {"after_bytes", 1000}, {"times", -1}}}));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_THROW(http.get_range(server_->base_url() + "/m.bin", 0, buf.size(), buf.data(), &got), HttpError);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    server_->set_rules(nlohmann::json::array());
+}
+
+TEST(BlockCache, CreatesAPrivateDirectoryAndReadsBackStoredBlocks) {
+    gguf_test::TempDir tmp;
+    const std::string dir = tmp / "c";
+    BlockCache cache(dir, 0);
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    EXPECT_EQ(cache.dir(), dir + "/v1");
+    const std::string key = BlockCache::object_key("http://h/x.gguf?sig=1", "\"e1\"");
+    EXPECT_EQ(key, BlockCache::object_key("http://h/x.gguf", "\"e1\""));
+    EXPECT_NE(key, BlockCache::object_key("http://h/x.gguf", "\"e2\""));
+    const std::string data = random_bytes(5000, 9);
+    char out[100];
+    EXPECT_EQ(cache.read(key, 3, 5000, 0, 100, out), -ENOENT);
+    ASSERT_EQ(cache.store(key, 3, data.data(), data.size()), 0);
+    ASSERT_EQ(cache.read(key, 3, 5000, 1000, 100, out), 100);
+    EXPECT_EQ(std::string(out, 100), data.substr(1000, 100));
+    // A block of another length (not this object's block) is not present.
+    EXPECT_EQ(cache.read(key, 3, 4096, 0, 100, out), -ENOENT);
+    // No temporary is left behind.
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+        EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
+    }
+}
+
+TEST(BlockCache, RelativeDirectoryIsMadeAbsolute) {
+    gguf_test::TempDir tmp;
+    char cwd[4096];
+    ASSERT_TRUE(::getcwd(cwd, sizeof cwd));
+    ASSERT_EQ(::chdir(tmp.path().c_str()), 0);
+    BlockCache cache("rel", 0);
+    ASSERT_EQ(::chdir(cwd), 0);
+    EXPECT_EQ(cache.dir(), tmp.path() + "/rel/v1");
+}
+
+TEST(BlockCache, EvictsLeastRecentlyUsedBlocksButNotOnesInUse) {
+    gguf_test::TempDir tmp;
+    const uint64_t block = 1u << 20;
+    BlockCache cache(tmp / "c", 3 * block + block / 2);
+    const std::string data(block, 'a');
+    const std::string key = BlockCache::object_key("http://h/x", "v");
+    ASSERT_EQ(cache.store(key, 0, data.data(), data.size()), 0);
+    ASSERT_EQ(cache.store(key, 1, data.data(), data.size()), 0);
+    ASSERT_EQ(cache.store(key, 2, data.data(), data.size()), 0);
+    // Block 0 is oldest but in use (a reader holds its lock); block 1 is the next oldest.
+    const std::string dir = tmp / "c/v1/objects/" + key;
+    struct timespec old[2] = {{1000, 0}, {1000, 0}}, older[2] = {{500, 0}, {500, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, (dir + "/0").c_str(), older, 0), 0);
+    ASSERT_EQ(::utimensat(AT_FDCWD, (dir + "/1").c_str(), old, 0), 0);
+    int fd = ::open((dir + "/0").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+    ASSERT_EQ(cache.store(key, 3, data.data(), data.size()), 0);  // 4 MiB > 3.5 MiB: evict
+    ::close(fd);
+    EXPECT_TRUE(cache.has(key, 0, block));
+    EXPECT_FALSE(cache.has(key, 1, block));
+    EXPECT_TRUE(cache.has(key, 2, block));
+    EXPECT_TRUE(cache.has(key, 3, block));
+    EXPECT_LE(cache.used_bytes(), 3 * block + block / 2);
+}
+
+}  // namespace
