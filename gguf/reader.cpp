@@ -155,16 +155,12 @@ private:
 
 bool is_known_type(uint32_t t) { return t < kValueTypeCount; }
 
-/// Skips over one value of type `t` (not Array) and validates it.
+/// Skips over one value of type `t` (not Array) and validates it. A bool may hold any byte:
+/// ggml's reader accepts 2..255 (it reads the byte into a C++ bool slot), and the raw byte is
+/// copied through unchanged, so a merge stays byte-identical to gguf-split's.
 void skip_scalar_or_string(Cursor& c, ValueType t, const std::string& key) {
     if (t == ValueType::String) {
         c.string("string value", key);
-        return;
-    }
-    if (t == ValueType::Bool) {
-        uint64_t at = c.pos();
-        auto b = c.read<uint8_t>("bool value");
-        if (b > 1) c.fail(Code::BadValue, "key " + q(key) + ": bool value " + std::to_string(b) + " is not 0 or 1", at);
         return;
     }
     c.skip(scalar_size(t), "scalar value");
@@ -194,15 +190,6 @@ Value read_value(Cursor& c, ValueType t, const std::string& key) {
         }
         if (et == ValueType::String) {
             for (uint64_t i = 0; i < count; ++i) c.string("array element", key);
-        } else if (et == ValueType::Bool) {
-            const char* p = c.need(count, "bool array");
-            for (uint64_t i = 0; i < count; ++i) {
-                if (static_cast<uint8_t>(p[i]) > 1) {
-                    c.fail(Code::BadValue, "key " + q(key) + ": bool array element " + std::to_string(i) +
-                                               " is not 0 or 1", c.pos() + i);
-                }
-            }
-            c.skip(count, "bool array");
         } else {
             c.skip(count * min_elem, "array elements");
         }
@@ -272,6 +259,10 @@ Header parse(Cursor& c, const std::string& name) {
         uint64_t kv_at = c.pos();
         std::string key(c.string("key"));
         if (key.empty()) c.fail(Code::BadValue, "KV pair " + std::to_string(i) + " has an empty key", kv_at);
+        if (key.find('\0') != std::string::npos) {
+            c.fail(Code::BadValue, "key " + q(key) + " contains a NUL byte (ggml's consumers would read it as " +
+                                       q(key.substr(0, key.find('\0'))) + ")", kv_at);
+        }
         uint64_t type_at = c.pos();
         auto t = c.read<uint32_t>("value type");
         if (!is_known_type(t)) {
@@ -301,6 +292,10 @@ Header parse(Cursor& c, const std::string& name) {
         TensorInfo ti;
         ti.name = std::string(c.string("tensor name"));
         if (ti.name.empty()) c.fail(Code::BadTensor, "tensor " + std::to_string(i) + " has an empty name", t_at);
+        if (ti.name.find('\0') != std::string::npos) {
+            c.fail(Code::BadTensor, "tensor name " + q(ti.name) + " contains a NUL byte (ggml's consumers would read it as " +
+                                        q(ti.name.substr(0, ti.name.find('\0'))) + ")", t_at);
+        }
         if (ti.name.size() >= kMaxTensorName) {
             c.fail(Code::BadTensor, "tensor name " + q(ti.name) + " is " + std::to_string(ti.name.size()) +
                                         " bytes, the limit is 63", t_at);
@@ -321,6 +316,17 @@ Header parse(Cursor& c, const std::string& name) {
             }
             if (mul_overflows(elements, ti.ne[d], &elements)) {
                 c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": element count overflows int64", ne_at);
+            }
+        }
+        // ggml's writer (and so gguf-split) keeps the dimensions up to the last one > 1
+        // (ggml_n_dims): a 0 after that one, as in [8, 0], is dropped and the written shape [8]
+        // no longer matches the (empty) data. Such a tensor cannot be passed on faithfully.
+        for (uint32_t d = ti.n_dims; d-- > 1 && ti.ne[d] <= 1;) {
+            if (ti.ne[d] == 0) {
+                c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": dimension " + std::to_string(d) +
+                                            " is 0 after the last dimension > 1; ggml's writer would drop it and "
+                                            "write a shape that disagrees with the data",
+                       d_at);
             }
         }
         uint64_t type_at = c.pos();

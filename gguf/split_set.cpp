@@ -33,18 +33,25 @@ bool parse_5_digits(std::string_view s, uint32_t* out) {
     return true;
 }
 
-/// Reads a split key and checks its type; throws naming the file and key.
-int64_t split_key(const Header& h, const std::string& path, std::string_view key, ValueType want) {
+/// Reads a split key and checks its type; throws naming the file and key. With `want` set, the
+/// value must have exactly that type; without, any integer type is accepted (u8 ... i64; a u64
+/// above INT64_MAX is refused as out of range).
+int64_t split_key(const Header& h, const std::string& path, std::string_view key,
+                  std::optional<ValueType> want) {
     const KeyValue* kv = h.find(key);
     if (!kv) {
         throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' is missing (not a gguf-split shard)");
     }
-    if (kv->value.type != want) {
+    std::optional<int64_t> v = kv->value.as_int();
+    if (want ? kv->value.type != *want : !v) {
+        if (!want && kv->value.type == ValueType::U64) {
+            throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' is out of range");
+        }
         throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' has type " +
                                         std::string(value_type_name(kv->value.type)) + ", expected " +
-                                        std::string(value_type_name(want)));
+                                        (want ? std::string(value_type_name(*want)) : std::string("an integer")));
     }
-    return *kv->value.as_int();
+    return *v;
 }
 
 /// Reads and validates the header of one shard; the recorded stats are the fstats of the
@@ -160,7 +167,7 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
         throw Error(Code::BadSplit, first + ": key 'split.count' is " + std::to_string(count) +
                                         " but the file name says " + std::to_string(name->count) + " shards");
     }
-    int64_t total = split_key(h0, first, kKeySplitTensorsCount, ValueType::I32);
+    int64_t total = split_key(h0, first, kKeySplitTensorsCount, std::nullopt);
     if (total < 0) throw Error(Code::BadSplit, first + ": key 'split.tensors.count' is negative");
 
     // Shards are loaded and checked one at a time, so a bad set stops at its first bad shard.
@@ -178,7 +185,7 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
             set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1));
         }
         const Shard& s = set.shards_[i];
-        int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
+        int64_t no = split_key(s.header, s.path, kKeySplitNo, std::nullopt);
         if (no != static_cast<int64_t>(i)) {
             throw Error(Code::BadSplit, s.path + ": key 'split.no' is " + std::to_string(no) + " but the file name says " +
                                             std::to_string(i) + " (0-based)");
@@ -188,7 +195,7 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
             throw Error(Code::BadSplit, s.path + ": key 'split.count' is " + std::to_string(c) + " but shard 1 says " +
                                             std::to_string(count));
         }
-        int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, ValueType::I32);
+        int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, std::nullopt);
         if (t != total) {
             throw Error(Code::BadSplit, s.path + ": key 'split.tensors.count' is " + std::to_string(t) +
                                             " but shard 1 says " + std::to_string(total));
