@@ -127,6 +127,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     bar.finish();
     checkpoint("before-publish");
     if (cancelled()) throw gguf::Error(gguf::Code::Io, output + ": interrupted before publishing", EINTR);
+    vf.ensure_sources_unchanged("merged");
     out.publish();
     checkpoint("published");
     if (!quiet) {

@@ -66,11 +66,6 @@ struct SplitArgs {
     bool quiet = false;
 };
 
-bool same_file(const struct stat& a, const struct stat& b) {
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-           a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
-}
-
 int split(const SplitArgs& a) {
     gguf::UniqueFd in = gguf::open_read_only(a.input);
     struct stat in_st {};
@@ -139,7 +134,7 @@ int split(const SplitArgs& a) {
     bar.set_label("split");
     bar.finish();
     struct stat now {};
-    if (::fstat(in.get(), &now) != 0 || !same_file(now, in_st)) {
+    if (::fstat(in.get(), &now) != 0 || !gguf::same_file_state(now, in_st)) {
         throw gguf::Error(gguf::Code::Io, a.input + ": changed while it was being split; nothing was written");
     }
     checkpoint("before-publish");

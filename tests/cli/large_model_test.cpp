@@ -334,6 +334,38 @@ TEST(CrashSafety, SigintDuringMergeRemovesTheTemporaryFile) {
     EXPECT_EQ(::access((tmp / "merged.gguf").c_str(), F_OK), -1);
 }
 
+// Issue 14.11: a shard rewritten in place while merge copies it (same size, new bytes) used to be
+// published with exit status 0, a mix of old and new bytes. Every source is now checked (size,
+// mtime; inode through the open descriptor), as split checks its input, before publishing.
+TEST(CrashSafety, MergeRefusesAShardThatChangedDuringTheCopy) {
+    for (size_t changed : {size_t{0}, size_t{6}}) {  // one shard already copied, one still to come
+        TempDir tmp;
+        KvzooSet set = copy_kvzoo(tmp);
+        const std::string err = tmp / "stderr.txt";
+        pid_t pid = spawn({"merge", "-q", set.first, tmp / "merged.gguf"}, {"GGUF_MOUNT_TEST_STOP_AT=mid-copy"}, err);
+        ASSERT_TRUE(wait_stopped(pid));
+        const std::string victim = tmp / set.names[changed];
+        {
+            gguf::Header h = gguf::read_header(victim);
+            const uint64_t at = h.data_offset + h.tensors.back().offset;
+            int fd = ::open(victim.c_str(), O_WRONLY | O_CLOEXEC);
+            ASSERT_GE(fd, 0);
+            const char junk[4] = {'\x5a', '\x5a', '\x5a', '\x5a'};
+            EXPECT_EQ(::pwrite(fd, junk, sizeof junk, static_cast<off_t>(at)), 4);
+            struct timespec later[2] = {{0, UTIME_OMIT}, {2000000000, 0}};  // mtime surely differs
+            EXPECT_EQ(::futimens(fd, later), 0);
+            ::close(fd);
+        }
+        ::kill(pid, SIGCONT);
+        int status = wait_child(pid);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "shard " << changed << ": status " << status;
+        const std::string msg = gguf_test::read_file(err);
+        EXPECT_NE(msg.find(victim + ": changed while it was being merged"), std::string::npos) << msg;
+        EXPECT_EQ(::access((tmp / "merged.gguf").c_str(), F_OK), -1) << "published changed bytes";
+        for (const auto& n : list_dir(tmp.path())) EXPECT_FALSE(is_temp_name(n)) << "left " << n;
+    }
+}
+
 TEST(CrashSafety, SplitInterruptedLeavesNoFinalShards) {
     for (const char* point : {"mid-copy", "before-publish"}) {
         for (int sig : {SIGKILL, SIGTERM}) {
