@@ -42,7 +42,9 @@ const char* const kMergeHelpTail =
     "    power loss only a hidden .GGUF_OUT.tmp-XXXXXX file can remain, and the next merge to\n"
     "    the same GGUF_OUT removes it;\n"
     "  - --delete-splits removes the shards only after the merged file is complete, fsynced,\n"
-    "    renamed and re-read successfully (the reference deletes each shard as it goes).\n"
+    "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
+    "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
+    "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
     "Holes in sparse shards stay holes in the output. A progress bar is shown when stderr is a\n"
     "terminal. Exit status: 0 ok, 1 failed, 2 usage error.\n"
     "Environment (diagnostics): GGUF_MOUNT_COPY=buffered,dense copies with read/write instead\n"
@@ -68,7 +70,22 @@ void verify_output(const std::string& path, const gguf::VirtualFile& vf, const g
     }
 }
 
-/// Deletes the shards after a verified merge. Refuses if any shard changed since validation.
+/// --delete-splits must delete every shard or none: throws gguf::Error(Io) naming the first
+/// shard file that cannot be deleted and why (gguf::deletion_obstacle). `then` says what the
+/// failure leaves: "nothing was written or deleted" before the merge, "no shard was deleted"
+/// after it.
+void ensure_shards_deletable(const gguf::SplitSet& set, const std::string& then) {
+    for (const gguf::FilePart& p : gguf::set_parts(set)) {
+        const std::string why = gguf::deletion_obstacle(p.path);
+        if (!why.empty()) {
+            throw gguf::Error(gguf::Code::Io, "--delete-splits: cannot delete shard " + p.path + ": " + why + "; " + then);
+        }
+    }
+}
+
+/// Deletes the shards after a verified merge. Refuses if any shard changed since validation or
+/// can no longer be deleted. Shards reached through symbolic links: the links are removed and the
+/// files they point to are kept, and a warning says so.
 void delete_shards(const gguf::SplitSet& set, bool quiet) {
     const std::vector<gguf::FilePart> parts = gguf::set_parts(set);
     for (const gguf::FilePart& p : parts) {
@@ -77,9 +94,13 @@ void delete_shards(const gguf::SplitSet& set, bool quiet) {
             throw gguf::Error(gguf::Code::BadSplit, p.path + ": changed during the merge; no shard was deleted");
         }
     }
+    ensure_shards_deletable(set, "the merged file is complete; no shard was deleted");
     size_t deleted = 0;
+    size_t links = 0;
     for (const gguf::FilePart& p : parts) {
         checkpoint(deleted == 0 ? "delete-first" : "delete-next");
+        struct stat lst {};
+        const bool is_link = ::lstat(p.path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
         if (::unlink(p.path.c_str()) != 0) {
             int e = errno;
             throw gguf::Error(gguf::Code::Io, "the merged file is complete and verified, but deleting shard " + p.path +
@@ -88,9 +109,13 @@ void delete_shards(const gguf::SplitSet& set, bool quiet) {
                               e);
         }
         ++deleted;
+        if (is_link) ++links;
     }
     gguf::sync_directory(gguf::dir_name(set.shards().front().path));
-    if (!quiet) spdlog::info("deleted {} shard file(s)", deleted);
+    if (links > 0) {
+        spdlog::warn("removed {} symbolic link(s); the files they point to were kept", links);
+    }
+    if (!quiet && deleted > links) spdlog::info("deleted {} shard file(s)", deleted - links);
 }
 
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet) {
@@ -101,6 +126,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
                      output);
     }
     const gguf::SplitSet set = gguf::SplitSet::open(first);
+    if (delete_splits) ensure_shards_deletable(set, "nothing was written or deleted");
     const gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
     if (cancelled()) return exit_for_signal();
 

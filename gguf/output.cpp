@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -385,6 +387,43 @@ void ensure_absent(const std::string& path) {
     if (::lstat(path.c_str(), &st) == 0) throw Error(Code::Exists, "output file " + path + " already exists");
     int e = errno;
     if (e != ENOENT) throw_io(path + ": cannot check whether it exists", e);
+}
+
+namespace {
+/// The FS_IOC_GETFLAGS flags of `path` (not following a final symlink), 0 when unknown.
+int inode_flags(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    UniqueFd guard(fd);
+    int flags = 0;
+    return ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 ? flags : 0;
+}
+
+const char* flag_obstacle(int flags) {
+    if (flags & FS_IMMUTABLE_FL) return "is immutable (chattr +i)";
+    if (flags & FS_APPEND_FL) return "is append-only (chattr +a)";
+    return nullptr;
+}
+}  // namespace
+
+std::string deletion_obstacle(const std::string& path) {
+    struct stat st {}, dst {};
+    if (::lstat(path.c_str(), &st) != 0) return "cannot stat it: " + errno_text(errno);
+    const std::string dir = dir_name(path);
+    if (::stat(dir.c_str(), &dst) != 0) return "cannot stat its directory " + dir + ": " + errno_text(errno);
+    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+        return "its directory " + dir + " is not writable: " + errno_text(errno);
+    }
+    const uid_t me = ::geteuid();
+    if ((dst.st_mode & S_ISVTX) && me != 0 && me != st.st_uid && me != dst.st_uid) {
+        return "its directory " + dir + " has the sticky bit and the file belongs to uid " +
+               std::to_string(st.st_uid);
+    }
+    if (const char* why = flag_obstacle(inode_flags(dir))) return "its directory " + dir + " " + why;
+    if (!S_ISLNK(st.st_mode)) {
+        if (const char* why = flag_obstacle(inode_flags(path))) return std::string("it ") + why;
+    }
+    return {};
 }
 
 void sync_directory(const std::string& dir) {

@@ -149,6 +149,16 @@ WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const Writ
 /// `path` (lstat, so a dangling symlink counts too); Code::Io when it cannot be checked.
 void ensure_absent(const std::string& path);
 
+/// Why unlink(`path`) would fail for this process, as far as can be told without trying; empty
+/// when nothing stands in the way. Checks (rules of unlink(2)): the name exists (lstat; a
+/// symbolic link is the link itself); its directory is writable and searchable for the
+/// effective user (faccessat AT_EACCESS, which also reports a read-only file system); a sticky
+/// directory lets a user other than root delete only names that user or the directory's owner
+/// owns; an immutable or append-only file or directory (FS_IOC_GETFLAGS, where the file system
+/// has it) refuses unlink even to root. Example: "directory /d has the sticky bit and the file
+/// belongs to uid 0". Never throws.
+std::string deletion_obstacle(const std::string& path);
+
 /// fsyncs directory `dir` so that renames and unlinks in it are durable.
 /// Throws gguf::Error(Code::Io) naming the directory.
 void sync_directory(const std::string& dir);
