@@ -30,7 +30,11 @@ void VirtualLayout::append_header(std::string bytes) {
     e.kind = Extent::Kind::Header;
     e.source_offset = header_.size();
     e.length = bytes.size();
-    header_ += bytes;
+    if (header_.empty()) {
+        header_ = std::move(bytes);  // the usual case: no second copy of a large header
+    } else {
+        header_ += bytes;
+    }
     push(e);
 }
 

@@ -70,6 +70,8 @@ public:
     /// Sets the in-memory header bytes without adding an extent (for copying a layout with
     /// append_header_range; see flatten_sources).
     void set_header(std::string bytes) { header_ = std::move(bytes); }
+    /// Moves the in-memory header bytes out, leaving header() empty (for flatten_sources).
+    std::string take_header() { return std::move(header_); }
     /// Appends a Header extent for bytes [offset, offset + length) of header(); the caller
     /// guarantees they exist.
     void append_header_range(uint64_t offset, uint64_t length);

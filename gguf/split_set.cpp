@@ -241,7 +241,8 @@ VirtualLayout plan_merge(const SplitSet& set) {
     }
     VirtualLayout logical = plan_gguf_file(kvs, tensors, h0.alignment);
     // Shards of one file each: shard index == part index, nothing to cut.
-    return concatenations ? flatten_sources(logical, files) : logical;
+    if (concatenations) return flatten_sources(std::move(logical), files);
+    return logical;  // moved, not copied: the header of a large vocabulary is held once
 }
 
 std::vector<FilePart> set_parts(const SplitSet& set) {
