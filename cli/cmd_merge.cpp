@@ -152,7 +152,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
         spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
     }
-    gguf::OutputFile out = gguf::OutputFile::create(output);
+    gguf::OutputFile out = gguf::OutputFile::create(output, publish_method_for(output));
     checkpoint("temp-created");
     gguf::write_virtual_file(vf, out, wopt);
     bar.set_label("syncing");

@@ -111,6 +111,7 @@ int split(const SplitArgs& a) {
     };
 
     // Write every shard under a temporary name first; publish only when all are complete.
+    const gguf::PublishMethod method = publish_method_for(finals.front());
     std::vector<gguf::OutputFile> outs;
     outs.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -124,7 +125,7 @@ int split(const SplitArgs& a) {
         sources[0].fd = gguf::UniqueFd(fd);
         sources[0].st = in_st;
         gguf::VirtualFile vf(std::move(plans[i].layout), std::move(sources));
-        outs.push_back(gguf::OutputFile::create(finals[i]));
+        outs.push_back(gguf::OutputFile::create(finals[i], method));
         checkpoint("temp-created");
         gguf::write_virtual_file(vf, outs.back(), wopt);
         bar.set_label("syncing");

@@ -260,7 +260,72 @@ constexpr size_t kTempSuffix = 6;
 
 }  // namespace
 
-OutputFile OutputFile::create(const std::string& final_path) {
+namespace {
+
+bool rename_flags_unsupported(int e) { return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP; }
+bool links_unsupported(int e) { return e == EPERM || e == ENOSYS || e == EOPNOTSUPP; }
+
+/// PublishMethod::ExclusiveRename: reserves `to` with an empty O_EXCL file, then renames `from`
+/// over it. Returns 0, or -1 with errno set (EEXIST when `to` exists); on failure a placeholder
+/// it created is removed again.
+int exclusive_rename(const std::string& from, const std::string& to) {
+    int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    struct stat placeholder {};
+    const bool known = ::fstat(fd, &placeholder) == 0;
+    ::close(fd);
+    if (::rename(from.c_str(), to.c_str()) == 0) return 0;
+    const int e = errno;
+    struct stat now {};
+    if (known && ::lstat(to.c_str(), &now) == 0 && now.st_dev == placeholder.st_dev &&
+        now.st_ino == placeholder.st_ino) {
+        ::unlink(to.c_str());
+    }
+    errno = e;
+    return -1;
+}
+
+/// A fresh mkstemp file "PREFIX" + XXXXXX; returns its path, "" with errno set on failure.
+std::string make_probe(const std::string& prefix) {
+    std::vector<char> buf(prefix.begin(), prefix.end());
+    buf.insert(buf.end(), {'X', 'X', 'X', 'X', 'X', 'X', '\0'});
+    int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+    if (fd < 0) return {};
+    ::close(fd);
+    return buf.data();
+}
+
+}  // namespace
+
+PublishMethod probe_publish_method(const std::string& final_path) {
+    const std::string dir = dir_name(final_path);
+    const std::string prefix = temp_prefix(final_path);
+    const std::string a = make_probe(prefix);
+    if (a.empty()) throw_io("cannot create a file in directory " + dir + " for " + final_path, errno);
+    std::string b = make_probe(prefix);
+    if (b.empty() || ::unlink(b.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(a.c_str());
+        throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+    }
+    PublishMethod method = PublishMethod::RenameNoReplace;
+    int rc = ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && rename_flags_unsupported(errno)) {
+        method = PublishMethod::Link;
+        rc = ::link(a.c_str(), b.c_str());
+        if (rc != 0 && links_unsupported(errno)) {
+            method = PublishMethod::ExclusiveRename;
+            rc = ::rename(a.c_str(), b.c_str());
+        }
+    }
+    const int e = errno;
+    ::unlink(a.c_str());
+    ::unlink(b.c_str());
+    if (rc != 0) throw_io("cannot rename files in directory " + dir + " (needed to publish " + final_path + ")", e);
+    return method;
+}
+
+OutputFile OutputFile::create(const std::string& final_path, PublishMethod method) {
     std::string dir = dir_name(final_path);
     if (base_name(final_path).empty()) {
         throw Error(Code::BadArgument, "'" + final_path + "' names a directory, not a file");
@@ -272,6 +337,7 @@ OutputFile OutputFile::create(const std::string& final_path) {
     for (int attempt = 0;; ++attempt) {
         OutputFile f;
         f.final_path_ = final_path;
+        f.method_ = method;
         std::vector<char> buf(tmpl.begin(), tmpl.end());
         buf.push_back('\0');
         int fd = ::mkostemp(buf.data(), O_CLOEXEC);
@@ -318,6 +384,7 @@ OutputFile::OutputFile(OutputFile&& o) noexcept
       temp_path_(std::move(o.temp_path_)),
       fd_(std::move(o.fd_)),
       lock_(std::move(o.lock_)),
+      method_(o.method_),
       published_(o.published_) {
     o.temp_path_.clear();
     o.published_ = false;
@@ -330,6 +397,7 @@ OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
         temp_path_ = std::move(o.temp_path_);
         fd_ = std::move(o.fd_);
         lock_ = std::move(o.lock_);
+        method_ = o.method_;
         published_ = o.published_;
         o.temp_path_.clear();
         o.published_ = false;
@@ -358,12 +426,19 @@ void OutputFile::commit() {
 void OutputFile::publish(bool sync_dir) {
     if (published_) return;
     if (fd_) commit();
-    int rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
-    if (rc != 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
-        // File system without RENAME_NOREPLACE: link() refuses an existing target as well.
+    int rc = -1;
+    errno = 0;
+    if (method_ == PublishMethod::RenameNoReplace) {
+        rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
+        if (rc != 0 && rename_flags_unsupported(errno)) method_ = PublishMethod::Link;
+    }
+    if (method_ == PublishMethod::Link) {
+        // link() refuses an existing target as well.
         rc = ::link(temp_path_.c_str(), final_path_.c_str());
         if (rc == 0) ::unlink(temp_path_.c_str());
+        if (rc != 0 && links_unsupported(errno)) method_ = PublishMethod::ExclusiveRename;
     }
+    if (method_ == PublishMethod::ExclusiveRename) rc = exclusive_rename(temp_path_, final_path_);
     if (rc != 0) {
         int e = errno;
         if (e == EEXIST) throw Error(Code::Exists, "output file " + final_path_ + " already exists");
