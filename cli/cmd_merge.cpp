@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,15 +54,15 @@ const char* const kMergeHelpTail =
 
 /// Re-reads the published output independently of the split set: strict header parse, size,
 /// tensor count and the header bytes themselves. Throws gguf::Error on any mismatch.
-void verify_output(const std::string& path, const gguf::VirtualFile& vf, const gguf::SplitSet& set) {
+void verify_output(const std::string& path, const gguf::VirtualFile& vf, uint64_t tensor_count) {
     gguf::Header h = gguf::read_header(path);
     if (h.file_size != vf.size()) {
         throw gguf::Error(gguf::Code::Io, path + ": verification failed: " + std::to_string(h.file_size) +
                                               " bytes on disk, expected " + std::to_string(vf.size()));
     }
-    if (h.tensors.size() != set.tensor_count()) {
+    if (h.tensors.size() != tensor_count) {
         throw gguf::Error(gguf::Code::Io, path + ": verification failed: " + std::to_string(h.tensors.size()) +
-                                              " tensors, expected " + std::to_string(set.tensor_count()));
+                                              " tensors, expected " + std::to_string(tensor_count));
     }
     // Compared in 1 MiB pieces: a copy of a 20 MB header would be one more header in memory.
     const std::string& want = vf.layout().header();
@@ -82,8 +83,8 @@ void verify_output(const std::string& path, const gguf::VirtualFile& vf, const g
 /// shard file that cannot be deleted and why (gguf::deletion_obstacle). `then` says what the
 /// failure leaves: "nothing was written or deleted" before the merge, "no shard was deleted"
 /// after it.
-void ensure_shards_deletable(const gguf::SplitSet& set, const std::string& then) {
-    for (const gguf::FilePart& p : gguf::set_parts(set)) {
+void ensure_shards_deletable(const std::vector<gguf::FilePart>& parts, const std::string& then) {
+    for (const gguf::FilePart& p : parts) {
         const std::string why = gguf::deletion_obstacle(p.path);
         if (!why.empty()) {
             throw gguf::Error(gguf::Code::Io, "--delete-splits: cannot delete shard " + p.path + ": " + why + "; " + then);
@@ -94,15 +95,14 @@ void ensure_shards_deletable(const gguf::SplitSet& set, const std::string& then)
 /// Deletes the shards after a verified merge. Refuses if any shard changed since validation or
 /// can no longer be deleted. Shards reached through symbolic links: the links are removed and the
 /// files they point to are kept, and a warning says so.
-void delete_shards(const gguf::SplitSet& set, bool quiet) {
-    const std::vector<gguf::FilePart> parts = gguf::set_parts(set);
+void delete_shards(const std::vector<gguf::FilePart>& parts, bool quiet) {
     for (const gguf::FilePart& p : parts) {
         struct stat st {};
         if (::stat(p.path.c_str(), &st) != 0 || !gguf::same_file_state(st, p.st)) {
             throw gguf::Error(gguf::Code::BadSplit, p.path + ": changed during the merge; no shard was deleted");
         }
     }
-    ensure_shards_deletable(set, "the merged file is complete; no shard was deleted");
+    ensure_shards_deletable(parts, "the merged file is complete; no shard was deleted");
     size_t deleted = 0;
     size_t links = 0;
     for (const gguf::FilePart& p : parts) {
@@ -119,7 +119,7 @@ void delete_shards(const gguf::SplitSet& set, bool quiet) {
         ++deleted;
         if (is_link) ++links;
     }
-    gguf::sync_directory(gguf::dir_name(set.shards().front().path));
+    gguf::sync_directory(gguf::dir_name(parts.front().path));
     if (links > 0) {
         spdlog::warn("removed {} symbolic link(s); the files they point to were kept", links);
     }
@@ -133,9 +133,15 @@ int merge(const std::string& first, const std::string& output, bool delete_split
         spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
                      output);
     }
-    const gguf::SplitSet set = gguf::SplitSet::open(first);
-    if (delete_splits) ensure_shards_deletable(set, "nothing was written or deleted");
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
+    // The set's parsed headers are dropped once the merged header is planned: with a 20 MB
+    // vocabulary, keeping them would hold a second copy through the verification re-read.
+    std::optional<gguf::SplitSet> set(gguf::SplitSet::open(first));
+    const std::vector<gguf::FilePart> parts = gguf::set_parts(*set);
+    const size_t shard_count = set->shards().size();
+    const uint64_t tensor_count = set->tensor_count();
+    if (delete_splits) ensure_shards_deletable(parts, "nothing was written or deleted");
+    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    set.reset();
     if (cancelled()) return exit_for_signal();
 
     gguf::WriteOptions wopt = write_options_from_env();
@@ -165,7 +171,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     out.publish();
     checkpoint("published");
     if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", set.shards().size(), set.tensor_count(),
+        spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", shard_count, tensor_count,
                      vf.size(), output);
     }
     if (delete_splits) {
@@ -173,9 +179,9 @@ int merge(const std::string& first, const std::string& output, bool delete_split
             print_error("interrupted after " + output + " was complete; no shard was deleted");
             return exit_for_signal();
         }
-        verify_output(output, vf, set);
+        verify_output(output, vf, tensor_count);
         checkpoint("verified");
-        delete_shards(set, quiet);
+        delete_shards(parts, quiet);
     }
     return 0;
 }
