@@ -97,6 +97,13 @@ public:
         return true;
     }
 
+    /// Returns the mapped pages past size() (bytes read ahead of the header) to the system.
+    void shrink_to_fit() {
+        constexpr size_t kPage = 4096;
+        const size_t keep = (size_ + kPage - 1) / kPage * kPage;
+        if (mapped_ && keep > 0 && keep < cap_ && ::munmap(p_ + keep, cap_ - keep) == 0) cap_ = keep;
+    }
+
 private:
     char* p_ = nullptr;
     size_t size_ = 0;
@@ -170,6 +177,8 @@ public:
             const char* p = copy->data();
             return {std::move(copy), p};
         }
+        buf_->resize(static_cast<size_t>(end));
+        buf_->shrink_to_fit();
         std::shared_ptr<const HeaderBuffer> owner = std::move(buf_);
         return {owner, owner->data()};
     }

@@ -13,6 +13,9 @@
 
 namespace gguf {
 
+/// Every reader below returns a Header whose KV values share one copy of the header bytes
+/// (SharedBytes): a header is held once in memory, whatever its values hold.
+///
 /// Reads and fully validates the header of the GGUF file at `path`.
 /// Throws gguf::Error (see parse_header) and Code::Io when the file cannot be opened or read.
 Header read_header(const std::string& path);
