@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,9 @@ const char* const kMergeHelpTail =
     "    power loss only a hidden .GGUF_OUT.tmp-XXXXXX file can remain, and the next merge to\n"
     "    the same GGUF_OUT removes it;\n"
     "  - --delete-splits removes the shards only after the merged file is complete, fsynced,\n"
-    "    renamed and re-read successfully (the reference deletes each shard as it goes).\n"
+    "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
+    "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
+    "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
     "Holes in sparse shards stay holes in the output. A progress bar is shown when stderr is a\n"
     "terminal. Exit status: 0 ok, 1 failed, 2 usage error.\n"
     "Environment (diagnostics): GGUF_MOUNT_COPY=buffered,dense copies with read/write instead\n"
@@ -52,36 +56,61 @@ const char* const kMergeHelpTail =
 
 /// Re-reads the published output independently of the split set: strict header parse, size,
 /// tensor count and the header bytes themselves. Throws gguf::Error on any mismatch.
-void verify_output(const std::string& path, const gguf::VirtualFile& vf, const gguf::SplitSet& set) {
+void verify_output(const std::string& path, const gguf::VirtualFile& vf, uint64_t tensor_count) {
     gguf::Header h = gguf::read_header(path);
     if (h.file_size != vf.size()) {
         throw gguf::Error(gguf::Code::Io, path + ": verification failed: " + std::to_string(h.file_size) +
                                               " bytes on disk, expected " + std::to_string(vf.size()));
     }
-    if (h.tensors.size() != set.tensor_count()) {
+    if (h.tensors.size() != tensor_count) {
         throw gguf::Error(gguf::Code::Io, path + ": verification failed: " + std::to_string(h.tensors.size()) +
-                                              " tensors, expected " + std::to_string(set.tensor_count()));
+                                              " tensors, expected " + std::to_string(tensor_count));
     }
+    // Compared in 1 MiB pieces: a copy of a 20 MB header would be one more header in memory.
     const std::string& want = vf.layout().header();
-    std::string got(want.size(), '\0');
+    std::string got;
     gguf::UniqueFd fd = gguf::open_read_only(path);
-    if (gguf::pread_full(fd.get(), got.data(), got.size(), 0) != static_cast<ssize_t>(got.size()) || got != want) {
-        throw gguf::Error(gguf::Code::Io, path + ": verification failed: the header on disk differs from the plan");
+    for (uint64_t at = 0; at < want.size();) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(want.size() - at, uint64_t{1} << 20));
+        got.resize(n);
+        if (gguf::pread_full(fd.get(), got.data(), n, at) != static_cast<ssize_t>(n) ||
+            std::string_view(want).substr(at, n) != got) {
+            throw gguf::Error(gguf::Code::Io, path + ": verification failed: the header on disk differs from the plan");
+        }
+        at += n;
     }
 }
 
-/// Deletes the shards after a verified merge. Refuses if any shard changed since validation.
-void delete_shards(const gguf::SplitSet& set, bool quiet) {
-    const std::vector<gguf::FilePart> parts = gguf::set_parts(set);
+/// --delete-splits must delete every shard or none: throws gguf::Error(Io) naming the first
+/// shard file that cannot be deleted and why (gguf::deletion_obstacle). `then` says what the
+/// failure leaves: "nothing was written or deleted" before the merge, "no shard was deleted"
+/// after it.
+void ensure_shards_deletable(const std::vector<gguf::FilePart>& parts, const std::string& then) {
+    for (const gguf::FilePart& p : parts) {
+        const std::string why = gguf::deletion_obstacle(p.path);
+        if (!why.empty()) {
+            throw gguf::Error(gguf::Code::Io, "--delete-splits: cannot delete shard " + p.path + ": " + why + "; " + then);
+        }
+    }
+}
+
+/// Deletes the shards after a verified merge. Refuses if any shard changed since validation or
+/// can no longer be deleted. Shards reached through symbolic links: the links are removed and the
+/// files they point to are kept, and a warning says so.
+void delete_shards(const std::vector<gguf::FilePart>& parts, bool quiet) {
     for (const gguf::FilePart& p : parts) {
         struct stat st {};
         if (::stat(p.path.c_str(), &st) != 0 || !gguf::same_file_state(st, p.st)) {
             throw gguf::Error(gguf::Code::BadSplit, p.path + ": changed during the merge; no shard was deleted");
         }
     }
+    ensure_shards_deletable(parts, "the merged file is complete; no shard was deleted");
     size_t deleted = 0;
+    size_t links = 0;
     for (const gguf::FilePart& p : parts) {
         checkpoint(deleted == 0 ? "delete-first" : "delete-next");
+        struct stat lst {};
+        const bool is_link = ::lstat(p.path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
         if (::unlink(p.path.c_str()) != 0) {
             int e = errno;
             throw gguf::Error(gguf::Code::Io, "the merged file is complete and verified, but deleting shard " + p.path +
@@ -90,9 +119,13 @@ void delete_shards(const gguf::SplitSet& set, bool quiet) {
                               e);
         }
         ++deleted;
+        if (is_link) ++links;
     }
-    gguf::sync_directory(gguf::dir_name(set.shards().front().path));
-    if (!quiet) spdlog::info("deleted {} shard file(s)", deleted);
+    gguf::sync_directory(gguf::dir_name(parts.front().path));
+    if (links > 0) {
+        spdlog::warn("removed {} symbolic link(s); the files they point to were kept", links);
+    }
+    if (!quiet && deleted > links) spdlog::info("deleted {} shard file(s)", deleted - links);
 }
 
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet) {
@@ -102,14 +135,21 @@ int merge(const std::string& first, const std::string& output, bool delete_split
         spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
                      output);
     }
-    const gguf::SplitSet set = gguf::SplitSet::open_first_or_joined(first);
+    // The set's parsed headers are dropped once the merged header is planned: with a 20 MB
+    // vocabulary, keeping them would hold a second copy through the verification re-read.
+    std::optional<gguf::SplitSet> set(gguf::SplitSet::open_first_or_joined(first));
     const bool joined = !gguf::parse_shard_name(first);
     if (joined && delete_splits) {
         throw gguf::Error(gguf::Code::BadArgument, first + ": holds a set joined with cat, not shard files; "
                                                           "--delete-splits is refused: delete it yourself after "
                                                           "checking " + output);
     }
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
+    const std::vector<gguf::FilePart> parts = gguf::set_parts(*set);
+    const size_t shard_count = set->shards().size();
+    const uint64_t tensor_count = set->tensor_count();
+    if (delete_splits) ensure_shards_deletable(parts, "nothing was written or deleted");
+    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    set.reset();
     if (cancelled()) return exit_for_signal();
 
     gguf::WriteOptions wopt = write_options_from_env();
@@ -126,7 +166,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
         spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
     }
-    gguf::OutputFile out = gguf::OutputFile::create(output);
+    gguf::OutputFile out = gguf::OutputFile::create(output, publish_method_for(output));
     checkpoint("temp-created");
     gguf::write_virtual_file(vf, out, wopt);
     bar.set_label("syncing");
@@ -135,10 +175,11 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     bar.finish();
     checkpoint("before-publish");
     if (cancelled()) throw gguf::Error(gguf::Code::Io, output + ": interrupted before publishing", EINTR);
+    vf.ensure_sources_unchanged("merged");
     out.publish();
     checkpoint("published");
     if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", set.shards().size(), set.tensor_count(),
+        spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", shard_count, tensor_count,
                      vf.size(), output);
     }
     if (delete_splits) {
@@ -146,9 +187,9 @@ int merge(const std::string& first, const std::string& output, bool delete_split
             print_error("interrupted after " + output + " was complete; no shard was deleted");
             return exit_for_signal();
         }
-        verify_output(output, vf, set);
+        verify_output(output, vf, tensor_count);
         checkpoint("verified");
-        delete_shards(set, quiet);
+        delete_shards(parts, quiet);
     }
     return 0;
 }

@@ -66,11 +66,6 @@ struct SplitArgs {
     bool quiet = false;
 };
 
-bool same_file(const struct stat& a, const struct stat& b) {
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-           a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
-}
-
 int split(const SplitArgs& a) {
     gguf::UniqueFd in = gguf::open_read_only(a.input);
     struct stat in_st {};
@@ -116,6 +111,7 @@ int split(const SplitArgs& a) {
     };
 
     // Write every shard under a temporary name first; publish only when all are complete.
+    const gguf::PublishMethod method = publish_method_for(finals.front());
     std::vector<gguf::OutputFile> outs;
     outs.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -129,7 +125,7 @@ int split(const SplitArgs& a) {
         sources[0].fd = gguf::UniqueFd(fd);
         sources[0].st = in_st;
         gguf::VirtualFile vf(std::move(plans[i].layout), std::move(sources));
-        outs.push_back(gguf::OutputFile::create(finals[i]));
+        outs.push_back(gguf::OutputFile::create(finals[i], method));
         checkpoint("temp-created");
         gguf::write_virtual_file(vf, outs.back(), wopt);
         bar.set_label("syncing");
@@ -139,7 +135,7 @@ int split(const SplitArgs& a) {
     bar.set_label("split");
     bar.finish();
     struct stat now {};
-    if (::fstat(in.get(), &now) != 0 || !same_file(now, in_st)) {
+    if (::fstat(in.get(), &now) != 0 || !gguf::same_file_state(now, in_st)) {
         throw gguf::Error(gguf::Code::Io, a.input + ": changed while it was being split; nothing was written");
     }
     checkpoint("before-publish");

@@ -4,6 +4,8 @@
 #include "gguf/error.hpp"
 #include "gguf/text.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -62,6 +64,15 @@ gguf::WriteOptions write_options_from_env() {
         if (s.find(",dense,") != std::string::npos) o.preserve_holes = false;
     }
     return o;
+}
+
+gguf::PublishMethod publish_method_for(const std::string& final_path) {
+    const gguf::PublishMethod m = gguf::probe_publish_method(final_path);
+    if (m == gguf::PublishMethod::ExclusiveRename) {
+        spdlog::info("{}: the file system has neither no-replace rename nor hard links; publishing with an "
+                     "O_EXCL placeholder and rename", gguf::dir_name(final_path));
+    }
+    return m;
 }
 
 void raise_open_file_limit() {

@@ -36,6 +36,12 @@ void checkpoint(const char* name);
 /// of "buffered" (never use copy_file_range) and "dense" (write zeros for source holes).
 gguf::WriteOptions write_options_from_env();
 
+/// gguf::probe_publish_method for `final_path`, run before anything is written; logs (info) when
+/// the output's file system lacks renameat2(RENAME_NOREPLACE) and hard links, so that the
+/// output will be published with O_EXCL + rename (see gguf::PublishMethod for the race left).
+/// Throws gguf::Error(Io) when outputs cannot be published there at all.
+gguf::PublishMethod publish_method_for(const std::string& final_path);
+
 /// Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit: a merge keeps every
 /// shard open, a split keeps every shard's (locked) temporary file open until it publishes them,
 /// and sets of more than 1,000 shards exist while the usual soft limit is 1024.

@@ -89,7 +89,7 @@ template <typename T>
 gguf::Value scalar(gguf::ValueType type, T v) {
     gguf::Value out;
     out.type = type;
-    out.raw.assign(reinterpret_cast<const char*>(&v), sizeof v);
+    out.raw = gguf::SharedBytes(std::string(reinterpret_cast<const char*>(&v), sizeof v));
     return out;
 }
 
@@ -97,8 +97,8 @@ gguf::Value scalar(gguf::ValueType type, T v) {
 gguf::Value array(gguf::ValueType et, uint64_t count, const std::string& elements) {
     gguf::Value out;
     out.type = gguf::ValueType::Array;
-    out.raw = scalar(gguf::ValueType::U32, static_cast<uint32_t>(et)).raw +
-              scalar(gguf::ValueType::U64, count).raw + elements;
+    out.raw = gguf::SharedBytes(scalar(gguf::ValueType::U32, static_cast<uint32_t>(et)).raw.str() +
+                                scalar(gguf::ValueType::U64, count).raw.str() + elements);
     return out;
 }
 
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
             {"f32", scalar(VT::F32, 1.5f)},           {"bool", scalar(VT::Bool, uint8_t{1})},
             {"str", gguf::Value::string("hello")},    {"u64", scalar(VT::U64, uint64_t{4})},
             {"i64", scalar(VT::I64, int64_t{-4})},    {"f64", scalar(VT::F64, 2.5)},
-            {"arr.str", array(VT::String, 2, gguf::Value::string("a").raw + gguf::Value::string("bc").raw)},
+            {"arr.str", array(VT::String, 2, gguf::Value::string("a").raw.str() + gguf::Value::string("bc").raw.str())},
             {"arr.u8", array(VT::U8, 3, std::string("\x01\x02\x03", 3))},
             {"arr.bool", array(VT::Bool, 2, std::string("\x00\x01", 2))},
             {"arr.empty", array(VT::I32, 0, "")},
@@ -197,9 +197,10 @@ int main(int argc, char** argv) {
         seed("zoo_v2", v2);
         // n_dims 0 (a scalar; ggml accepts it, the renderer would write n_dims 1): by hand.
         std::string nd0 = "GGUF";
-        nd0 += scalar(VT::U32, uint32_t{3}).raw + scalar(VT::I64, int64_t{1}).raw + scalar(VT::I64, int64_t{0}).raw;
-        nd0 += gguf::Value::string("s").raw + scalar(VT::U32, uint32_t{0}).raw + scalar(VT::U32, uint32_t{0}).raw +
-               scalar(VT::U64, uint64_t{0}).raw;
+        nd0 += scalar(VT::U32, uint32_t{3}).raw.str() + scalar(VT::I64, int64_t{1}).raw.str() +
+               scalar(VT::I64, int64_t{0}).raw.str();
+        nd0 += gguf::Value::string("s").raw.str() + scalar(VT::U32, uint32_t{0}).raw.str() +
+               scalar(VT::U32, uint32_t{0}).raw.str() + scalar(VT::U64, uint64_t{0}).raw.str();
         nd0.resize(gguf::align_up(nd0.size(), 32), '\0');
         nd0.append(32, '\0');
         seed("ndims0", nd0);

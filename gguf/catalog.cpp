@@ -380,6 +380,15 @@ private:
         if (options_.keep_layouts) e.layout = std::move(layout);
     }
 
+    /// Without keep_layouts, frees `e`'s planned layout (e.bytes keeps its size). Moved out
+    /// into a temporary rather than assigned an empty one: a std::string move-assigned from an
+    /// empty (small) string keeps its old capacity, which held the whole rendered header
+    /// (measured: 8 sets with a 20 MB header kept 160 MB).
+    void release_layout(CatalogEntry& e) const {
+        if (options_.keep_layouts) return;
+        VirtualLayout released(std::move(e.layout));
+    }
+
     /// Rule 9 for the regular file `f`, shown at `rp`: when it is a GGUF file whose header says
     /// split.count > 1, it is served as the merged model of the cat-joined set it holds
     /// (SplitSet::open_concatenated), or is a Problem saying what to run instead; returns true.
@@ -396,7 +405,7 @@ private:
         }
         try {
             CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp);
-            if (!options_.keep_layouts) e.layout = VirtualLayout{};
+            release_layout(e);
             e.attr = attributes(rp, e.parts());
             out_.entries.push_back(std::move(e));
         } catch (const Error& e) {
@@ -620,7 +629,7 @@ private:
                 Candidate c;
                 c.name = merged;
                 c.entry = merged_set_entry(set, join(rel, merged));
-                if (!options_.keep_layouts) c.entry.layout = VirtualLayout{};
+                release_layout(c.entry);
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {

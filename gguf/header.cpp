@@ -9,18 +9,26 @@ template <typename T>
 Value scalar(ValueType type, T v) {
     Value out;
     out.type = type;
-    out.raw.resize(sizeof v);
-    std::memcpy(out.raw.data(), &v, sizeof v);  // x86-64/aarch64 hosts are little-endian
+    std::string bytes(sizeof v, '\0');
+    std::memcpy(bytes.data(), &v, sizeof v);  // x86-64/aarch64 hosts are little-endian
+    out.raw = SharedBytes(std::move(bytes));
     return out;
 }
 
 template <typename T>
-T load(const std::string& raw, size_t at = 0) {
+T load(const SharedBytes& raw, size_t at = 0) {
     T v;
     std::memcpy(&v, raw.data() + at, sizeof v);
     return v;
 }
 }  // namespace
+
+SharedBytes::SharedBytes(std::string s) {
+    auto owned = std::make_shared<const std::string>(std::move(s));
+    data_ = owned->data();
+    size_ = owned->size();
+    owner_ = std::move(owned);
+}
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gguf-mount assumes a little-endian host");
 
@@ -32,8 +40,9 @@ Value Value::string(std::string_view s) {
     Value out;
     out.type = ValueType::String;
     uint64_t n = s.size();
-    out.raw.assign(reinterpret_cast<const char*>(&n), sizeof n);
-    out.raw.append(s);
+    std::string bytes(reinterpret_cast<const char*>(&n), sizeof n);
+    bytes.append(s);
+    out.raw = SharedBytes(std::move(bytes));
     return out;
 }
 
@@ -58,7 +67,7 @@ std::optional<int64_t> Value::as_int() const {
 
 std::optional<std::string_view> Value::as_string() const {
     if (type != ValueType::String || raw.size() < 8) return std::nullopt;
-    return std::string_view(raw).substr(8);
+    return raw.substr(8);
 }
 
 std::optional<std::pair<ValueType, uint64_t>> Value::array_info() const {

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <ostream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,39 @@
 
 namespace gguf {
 
+/// Immutable bytes that share their storage: a view plus an owner that keeps it alive. A parsed
+/// header's values all point into the one buffer the header was read into (see read_header), so
+/// copying a KeyValue, or a whole list of them (split and merge plans), copies no KV bytes: a
+/// 20 MB vocabulary array is held once. Copying costs a reference count.
+class SharedBytes {
+public:
+    SharedBytes() = default;
+    /// Owns `s` (for values built in memory).
+    explicit SharedBytes(std::string s);
+    /// `size` bytes at `data`, kept alive by `owner` (which must own them).
+    SharedBytes(std::shared_ptr<const void> owner, const char* data, size_t size)
+        : owner_(std::move(owner)), data_(data), size_(size) {}
+
+    const char* data() const noexcept { return data_; }
+    size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    std::string_view view() const noexcept { return {data_, size_}; }
+    operator std::string_view() const noexcept { return view(); }  // NOLINT(google-explicit-constructor)
+    std::string str() const { return std::string(view()); }
+    std::string_view substr(size_t pos, size_t n = std::string_view::npos) const { return view().substr(pos, n); }
+
+    friend bool operator==(const SharedBytes& a, const SharedBytes& b) noexcept { return a.view() == b.view(); }
+    friend bool operator!=(const SharedBytes& a, const SharedBytes& b) noexcept { return a.view() != b.view(); }
+    friend bool operator==(const SharedBytes& a, std::string_view b) noexcept { return a.view() == b; }
+    friend bool operator!=(const SharedBytes& a, std::string_view b) noexcept { return a.view() != b; }
+    friend std::ostream& operator<<(std::ostream& os, const SharedBytes& b) { return os << b.view(); }
+
+private:
+    std::shared_ptr<const void> owner_;
+    const char* data_ = "";
+    size_t size_ = 0;
+};
+
 /// A metadata value, kept as the exact bytes that follow the value type in the file so that
 /// writing it back is byte-identical whatever its type.
 ///   scalar: the little-endian scalar (1, 2, 4 or 8 bytes)
@@ -19,7 +54,7 @@ namespace gguf {
 ///   array:  element type (i32) + element count (u64) + elements
 struct Value {
     ValueType type = ValueType::U8;
-    std::string raw;
+    SharedBytes raw;
 
     /// Builders for the values this project writes itself.
     static Value u16(uint16_t v);

@@ -30,7 +30,11 @@ void VirtualLayout::append_header(std::string bytes) {
     e.kind = Extent::Kind::Header;
     e.source_offset = header_.size();
     e.length = bytes.size();
-    header_ += bytes;
+    if (header_.empty()) {
+        header_ = std::move(bytes);  // the usual case: no second copy of a large header
+    } else {
+        header_ += bytes;
+    }
     push(e);
 }
 
@@ -80,8 +84,11 @@ VirtualLayout plan_gguf_file(const std::vector<KeyValue>& kvs, const std::vector
     }
     // The header's padding is kept in memory only when it is small: a hostile general.alignment
     // of 2^31 would otherwise cost a 2 GiB string. Larger padding becomes a Zeros extent.
-    std::string header = render_header(kvs, infos, alignment <= kMaxHeaderPadding ? alignment : 1);
-    uint64_t data_start = align_up(header.size(), alignment);
+    // Without tensors there is no data section: the header is padded to 32 bytes, as ggml's
+    // writer in gguf-split pads every output (the notensors fixtures), whatever the alignment.
+    const uint64_t pad_to = tensors.empty() ? kDefaultAlignment : alignment;
+    std::string header = render_header(kvs, infos, pad_to <= kMaxHeaderPadding ? pad_to : 1);
+    uint64_t data_start = align_up(header.size(), pad_to);
     if (data_start > kMaxFileSize || offset > kMaxFileSize - data_start) throw too_large();
 
     VirtualLayout layout;

@@ -70,6 +70,8 @@ public:
     /// Sets the in-memory header bytes without adding an extent (for copying a layout with
     /// append_header_range; see flatten_sources).
     void set_header(std::string bytes) { header_ = std::move(bytes); }
+    /// Moves the in-memory header bytes out, leaving header() empty (for flatten_sources).
+    std::string take_header() { return std::move(header_); }
     /// Appends a Header extent for bytes [offset, offset + length) of header(); the caller
     /// guarantees they exist.
     void append_header_range(uint64_t offset, uint64_t length);
@@ -97,7 +99,9 @@ struct PlacedTensor {
 /// re-packed from 0 (each tensor padded to `alignment`), then lays out each tensor's bytes
 /// from its source followed by zero padding to `alignment` (the last tensor included).
 /// This is the byte layout of llama.cpp's gguf-split outputs (split shards and --merge)
-/// when `alignment` is 32. Throws gguf::Error(BadArgument) if alignment is not a power of two,
+/// when `alignment` is 32. Without tensors the file has no data section, and the header is
+/// padded to 32 bytes whatever `alignment` says (what gguf-split writes, see the notensors
+/// fixtures): a general.alignment of 2^28 must not cost 256 MiB of zeros. Throws gguf::Error(BadArgument) if alignment is not a power of two,
 /// and Code::TooLarge if the file would exceed 2^63 - 1 bytes (offsets would wrap).
 /// header() holds the header and its padding when the alignment is at most kMaxHeaderPadding
 /// (so header().size() is the data section start); above that, header() holds the unpadded

@@ -89,7 +89,7 @@ ssize_t OpenLogicalFile::pread(void* dst, size_t len, uint64_t offset) const noe
     return done;
 }
 
-VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<LogicalFile>& files) {
+VirtualLayout flatten_sources(VirtualLayout layout, const std::vector<LogicalFile>& files) {
     std::vector<uint32_t> first_index(files.size());
     uint64_t next = 0;
     for (size_t f = 0; f < files.size(); ++f) {
@@ -99,7 +99,7 @@ VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<Log
     if (next > UINT32_MAX) throw Error(Code::TooLarge, "more than 2^32 - 1 physical parts");
 
     VirtualLayout out;
-    out.set_header(layout.header());
+    out.set_header(layout.take_header());
     for (const Extent& e : layout.extents()) {
         switch (e.kind) {
             case Extent::Kind::Header:

@@ -119,8 +119,9 @@ private:
 /// becomes the offset in that part's file (the part's `offset` added). A Source extent that
 /// spans a part boundary is cut in two. Header and Zeros extents are kept. Pure; no I/O.
 /// Throws gguf::Error(Code::BadArgument) when an extent names a file that does not exist or runs
-/// past its end.
-VirtualLayout flatten_sources(const VirtualLayout& layout, const std::vector<LogicalFile>& files);
+/// past its end. Takes `layout` by value and moves its header bytes into the result (pass an
+/// rvalue to avoid a copy of a large header).
+VirtualLayout flatten_sources(VirtualLayout layout, const std::vector<LogicalFile>& files);
 
 /// The layout of `file` served as it is: one Source extent per non-empty part (source = part
 /// index, source_offset = the part's offset in its file). Pure.

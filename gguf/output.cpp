@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -258,7 +260,82 @@ constexpr size_t kTempSuffix = 6;
 
 }  // namespace
 
-OutputFile OutputFile::create(const std::string& final_path) {
+namespace {
+
+bool rename_flags_unsupported(int e) { return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP; }
+bool links_unsupported(int e) { return e == EPERM || e == ENOSYS || e == EOPNOTSUPP; }
+
+/// PublishMethod::ExclusiveRename: reserves `to` with an empty O_EXCL file, then renames `from`
+/// over it. Returns 0, or -1 with errno set (EEXIST when `to` exists); on failure a placeholder
+/// it created is removed again.
+int exclusive_rename(const std::string& from, const std::string& to) {
+    int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    struct stat placeholder {};
+    const bool known = ::fstat(fd, &placeholder) == 0;
+    ::close(fd);
+    if (::rename(from.c_str(), to.c_str()) == 0) return 0;
+    const int e = errno;
+    struct stat now {};
+    if (known && ::lstat(to.c_str(), &now) == 0 && now.st_dev == placeholder.st_dev &&
+        now.st_ino == placeholder.st_ino) {
+        ::unlink(to.c_str());
+    }
+    errno = e;
+    return -1;
+}
+
+/// A fresh mkstemp file "PREFIX" + XXXXXX; returns its path, "" with errno set on failure.
+std::string make_probe(const std::string& prefix) {
+    std::vector<char> buf(prefix.begin(), prefix.end());
+    buf.insert(buf.end(), {'X', 'X', 'X', 'X', 'X', 'X', '\0'});
+    int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+    if (fd < 0) return {};
+    ::close(fd);
+    return buf.data();
+}
+
+}  // namespace
+
+/// Throws the error for a file that cannot be created in `dir` (errno `e`) on the way to
+/// `final_path`: a missing directory says how to create it.
+[[noreturn]] static void throw_cannot_create(const std::string& final_path, const std::string& dir, int e) {
+    if (e == ENOENT) {
+        throw Error(Code::Io, final_path + ": directory " + dir + " does not exist; create it first (mkdir -p " + dir + ")",
+                    e);
+    }
+    throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+}
+
+PublishMethod probe_publish_method(const std::string& final_path) {
+    const std::string dir = dir_name(final_path);
+    const std::string prefix = temp_prefix(final_path);
+    const std::string a = make_probe(prefix);
+    if (a.empty()) throw_cannot_create(final_path, dir, errno);
+    std::string b = make_probe(prefix);
+    if (b.empty() || ::unlink(b.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(a.c_str());
+        throw_cannot_create(final_path, dir, e);
+    }
+    PublishMethod method = PublishMethod::RenameNoReplace;
+    int rc = ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && rename_flags_unsupported(errno)) {
+        method = PublishMethod::Link;
+        rc = ::link(a.c_str(), b.c_str());
+        if (rc != 0 && links_unsupported(errno)) {
+            method = PublishMethod::ExclusiveRename;
+            rc = ::rename(a.c_str(), b.c_str());
+        }
+    }
+    const int e = errno;
+    ::unlink(a.c_str());
+    ::unlink(b.c_str());
+    if (rc != 0) throw_io("cannot rename files in directory " + dir + " (needed to publish " + final_path + ")", e);
+    return method;
+}
+
+OutputFile OutputFile::create(const std::string& final_path, PublishMethod method) {
     std::string dir = dir_name(final_path);
     if (base_name(final_path).empty()) {
         throw Error(Code::BadArgument, "'" + final_path + "' names a directory, not a file");
@@ -270,16 +347,12 @@ OutputFile OutputFile::create(const std::string& final_path) {
     for (int attempt = 0;; ++attempt) {
         OutputFile f;
         f.final_path_ = final_path;
+        f.method_ = method;
         std::vector<char> buf(tmpl.begin(), tmpl.end());
         buf.push_back('\0');
         int fd = ::mkostemp(buf.data(), O_CLOEXEC);
         if (fd < 0) {
-            int e = errno;
-            if (e == ENOENT) {
-                throw Error(Code::Io, final_path + ": directory " + dir + " does not exist; create it first (mkdir -p " +
-                                          dir + ")", e);
-            }
-            throw_io("cannot create a file in directory " + dir + " for " + final_path, e);
+            throw_cannot_create(final_path, dir, errno);
         }
         f.fd_ = UniqueFd(fd);
         f.temp_path_ = buf.data();
@@ -320,6 +393,7 @@ OutputFile::OutputFile(OutputFile&& o) noexcept
       temp_path_(std::move(o.temp_path_)),
       fd_(std::move(o.fd_)),
       lock_(std::move(o.lock_)),
+      method_(o.method_),
       published_(o.published_) {
     o.temp_path_.clear();
     o.published_ = false;
@@ -332,6 +406,7 @@ OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
         temp_path_ = std::move(o.temp_path_);
         fd_ = std::move(o.fd_);
         lock_ = std::move(o.lock_);
+        method_ = o.method_;
         published_ = o.published_;
         o.temp_path_.clear();
         o.published_ = false;
@@ -360,12 +435,19 @@ void OutputFile::commit() {
 void OutputFile::publish(bool sync_dir) {
     if (published_) return;
     if (fd_) commit();
-    int rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
-    if (rc != 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
-        // File system without RENAME_NOREPLACE: link() refuses an existing target as well.
+    int rc = -1;
+    errno = 0;
+    if (method_ == PublishMethod::RenameNoReplace) {
+        rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE);
+        if (rc != 0 && rename_flags_unsupported(errno)) method_ = PublishMethod::Link;
+    }
+    if (method_ == PublishMethod::Link) {
+        // link() refuses an existing target as well.
         rc = ::link(temp_path_.c_str(), final_path_.c_str());
         if (rc == 0) ::unlink(temp_path_.c_str());
+        if (rc != 0 && links_unsupported(errno)) method_ = PublishMethod::ExclusiveRename;
     }
+    if (method_ == PublishMethod::ExclusiveRename) rc = exclusive_rename(temp_path_, final_path_);
     if (rc != 0) {
         int e = errno;
         if (e == EEXIST) throw Error(Code::Exists, "output file " + final_path_ + " already exists");
@@ -395,6 +477,43 @@ void ensure_absent(const std::string& path) {
     }
     int e = errno;
     if (e != ENOENT) throw_io(path + ": cannot check whether it exists", e);
+}
+
+namespace {
+/// The FS_IOC_GETFLAGS flags of `path` (not following a final symlink), 0 when unknown.
+int inode_flags(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    UniqueFd guard(fd);
+    int flags = 0;
+    return ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 ? flags : 0;
+}
+
+const char* flag_obstacle(int flags) {
+    if (flags & FS_IMMUTABLE_FL) return "is immutable (chattr +i)";
+    if (flags & FS_APPEND_FL) return "is append-only (chattr +a)";
+    return nullptr;
+}
+}  // namespace
+
+std::string deletion_obstacle(const std::string& path) {
+    struct stat st {}, dst {};
+    if (::lstat(path.c_str(), &st) != 0) return "cannot stat it: " + errno_text(errno);
+    const std::string dir = dir_name(path);
+    if (::stat(dir.c_str(), &dst) != 0) return "cannot stat its directory " + dir + ": " + errno_text(errno);
+    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+        return "its directory " + dir + " is not writable: " + errno_text(errno);
+    }
+    const uid_t me = ::geteuid();
+    if ((dst.st_mode & S_ISVTX) && me != 0 && me != st.st_uid && me != dst.st_uid) {
+        return "its directory " + dir + " has the sticky bit and the file belongs to uid " +
+               std::to_string(st.st_uid);
+    }
+    if (const char* why = flag_obstacle(inode_flags(dir))) return "its directory " + dir + " " + why;
+    if (!S_ISLNK(st.st_mode)) {
+        if (const char* why = flag_obstacle(inode_flags(path))) return std::string("it ") + why;
+    }
+    return {};
 }
 
 void sync_directory(const std::string& dir) {

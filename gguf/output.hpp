@@ -27,6 +27,28 @@
 
 namespace gguf {
 
+/// How OutputFile::publish() puts a finished temporary file under its final name without
+/// replacing anything, best first.
+enum class PublishMethod {
+    /// renameat2(RENAME_NOREPLACE): atomic, never replaces.
+    RenameNoReplace,
+    /// link() to the final name, then unlink the temporary: atomic, never replaces.
+    Link,
+    /// For file systems with neither (some FUSE and network file systems): the final name is
+    /// created empty with O_CREAT|O_EXCL (fails if it exists), then the temporary is renamed
+    /// over that placeholder. Remaining race: a process that deletes the placeholder and creates
+    /// its own file there in between the two calls is overwritten; a kill -9 between them leaves
+    /// an empty file under the final name.
+    ExclusiveRename,
+};
+
+/// Finds out, before anything is written, which PublishMethod works in the directory of
+/// `final_path`: creates two probe files named like OutputFile's temporaries of `final_path`
+/// (so that remove_stale_temporaries() cleans up after a kill), tries renameat2(RENAME_NOREPLACE),
+/// then link(), then rename() between them, and removes them. Throws gguf::Error(Code::Io)
+/// naming the directory when files cannot be created there or not even rename() works.
+PublishMethod probe_publish_method(const std::string& final_path);
+
 /// A file being written under a temporary name next to its final path. Move-only.
 class OutputFile {
 public:
@@ -36,7 +58,10 @@ public:
     /// exists (see ensure_absent and publish). Throws gguf::Error(Code::Io) naming the directory
     /// when it cannot be created ("PATH: directory DIR does not exist; create it first (mkdir -p
     /// DIR)"; no permission, read-only file system, no space or inodes left, ...).
-    static OutputFile create(const std::string& final_path);
+    /// `method` is how publish() starts (see probe_publish_method); it falls back to the next
+    /// method when the file system refuses one as unsupported.
+    static OutputFile create(const std::string& final_path,
+                             PublishMethod method = PublishMethod::RenameNoReplace);
 
     OutputFile(OutputFile&& o) noexcept;
     OutputFile& operator=(OutputFile&& o) noexcept;
@@ -56,8 +81,9 @@ public:
     void commit();
 
     /// Moves the committed temporary file to final_path() without overwriting an existing file:
-    /// renameat2(RENAME_NOREPLACE), falling back to link()+unlink() when the file system does
-    /// not support the flag. Then fsyncs the directory unless `sync_dir` is false (callers that
+    /// with the PublishMethod given to create(), falling back from renameat2(RENAME_NOREPLACE)
+    /// to link()+unlink() to ExclusiveRename as the file system refuses each (EINVAL, ENOSYS,
+    /// EOPNOTSUPP; EPERM for link). Then fsyncs the directory unless `sync_dir` is false (callers that
     /// publish many files in one directory sync it once with sync_directory()).
     /// Throws gguf::Error(Code::Exists) "output file X already exists" when final_path() exists,
     /// Code::Io for other failures; the temporary file is kept for the destructor to remove.
@@ -72,6 +98,7 @@ private:
     std::string temp_path_;
     UniqueFd fd_;
     UniqueFd lock_;  // a second descriptor of the temporary file: keeps the flock after commit()
+    PublishMethod method_ = PublishMethod::RenameNoReplace;
     bool published_ = false;
 };
 
@@ -150,6 +177,16 @@ WriteStats write_virtual_file(const VirtualFile& vf, OutputFile& out, const Writ
 /// directory, else "output file PATH already exists; remove it or choose another name";
 /// Code::Io when it cannot be checked.
 void ensure_absent(const std::string& path);
+
+/// Why unlink(`path`) would fail for this process, as far as can be told without trying; empty
+/// when nothing stands in the way. Checks (rules of unlink(2)): the name exists (lstat; a
+/// symbolic link is the link itself); its directory is writable and searchable for the
+/// effective user (faccessat AT_EACCESS, which also reports a read-only file system); a sticky
+/// directory lets a user other than root delete only names that user or the directory's owner
+/// owns; an immutable or append-only file or directory (FS_IOC_GETFLAGS, where the file system
+/// has it) refuses unlink even to root. Example: "directory /d has the sticky bit and the file
+/// belongs to uid 0". Never throws.
+std::string deletion_obstacle(const std::string& path);
 
 /// fsyncs directory `dir` so that renames and unlinks in it are durable.
 /// Throws gguf::Error(Code::Io) naming the directory.

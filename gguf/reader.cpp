@@ -1,10 +1,13 @@
 #include "gguf/reader.hpp"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <unordered_set>
 
@@ -28,9 +31,18 @@ constexpr size_t kMaxQuoted = 64;
 /// then "...". The bytes stay raw; whoever prints the message escapes it (gguf::escape), so a
 /// hostile name can neither break the one-line message nor drive the terminal.
 /// Example: "a\nb" -> 'a\nb' (printed as 'a\x0ab').
+/// Names are kept raw (escaped where printed, gguf/text.hpp), except a NUL byte: a message
+/// travels as a C string (std::exception::what), which would end at it. A NUL (only ever in a
+/// name that is refused for it) is shown as U+2400 SYMBOL FOR NULL.
 std::string q(std::string_view s) {
     std::string out = "'";
-    out.append(s.substr(0, kMaxQuoted));
+    for (char ch : s.substr(0, kMaxQuoted)) {
+        if (ch == '\0') {
+            out += "\u2400";
+        } else {
+            out += ch;
+        }
+    }
     if (s.size() > kMaxQuoted) out += "...";
     return out + "'";
 }
@@ -39,6 +51,64 @@ std::string q(std::string_view s) {
 std::string describe(const char* what, std::string_view key) {
     return key.empty() ? std::string(what) : std::string(what) + " of " + q(key);
 }
+
+/// The header bytes read from a descriptor, in one contiguous block. Below kMapFrom bytes it is
+/// a malloc'd block; from there on an anonymous mapping grown with mremap, which moves pages
+/// instead of copying them: a std::string would hold the old and the new copy of a 20 MB header
+/// at once on every growth.
+class HeaderBuffer {
+public:
+    static constexpr size_t kMapFrom = size_t{1} << 20;
+    HeaderBuffer() = default;
+    HeaderBuffer(const HeaderBuffer&) = delete;
+    HeaderBuffer& operator=(const HeaderBuffer&) = delete;
+    ~HeaderBuffer() {
+        if (mapped_) ::munmap(p_, cap_);
+        else std::free(p_);
+    }
+    char* data() const { return p_; }
+    size_t size() const { return size_; }
+
+    /// Sets the size to `n` bytes (the first min(n, size()) are kept). False when the memory
+    /// cannot be had.
+    bool resize(size_t n) {
+        if (n > cap_) {
+            constexpr size_t kPage = 4096;
+            size_t want = (std::max(n, cap_ * 2) + kPage - 1) / kPage * kPage;
+            if (want >= kMapFrom) {
+                void* q = mapped_ ? ::mremap(p_, cap_, want, MREMAP_MAYMOVE)
+                                  : ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (q == MAP_FAILED) return false;
+                if (!mapped_) {
+                    if (size_) std::memcpy(q, p_, size_);
+                    std::free(p_);
+                }
+                p_ = static_cast<char*>(q);
+                mapped_ = true;
+            } else {
+                void* q = std::realloc(p_, want);
+                if (!q) return false;
+                p_ = static_cast<char*>(q);
+            }
+            cap_ = want;
+        }
+        size_ = n;
+        return true;
+    }
+
+    /// Returns the mapped pages past size() (bytes read ahead of the header) to the system.
+    void shrink_to_fit() {
+        constexpr size_t kPage = 4096;
+        const size_t keep = (size_ + kPage - 1) / kPage * kPage;
+        if (mapped_ && keep > 0 && keep < cap_ && ::munmap(p_ + keep, cap_ - keep) == 0) cap_ = keep;
+    }
+
+private:
+    char* p_ = nullptr;
+    size_t size_ = 0;
+    size_t cap_ = 0;
+    bool mapped_ = false;
+};
 
 /// Sequential cursor over the header bytes of one file. Bytes come either from memory or
 /// are pulled from a descriptor on demand; every request is checked against the file size
@@ -69,25 +139,47 @@ public:
             if (end > mem_.size()) fail(Code::Truncated, std::string(what) + " runs past the bytes given");
             return mem_.data() + pos_;
         }
-        if (end > buf_.size()) {
+        HeaderBuffer& buf = *buf_;
+        if (end > buf.size()) {
             if (end > kMaxHeaderBytes) {
                 fail(Code::TooLarge, "header larger than " + std::to_string(kMaxHeaderBytes) + " bytes");
             }
-            const uint64_t step = std::min<uint64_t>(std::max<uint64_t>(buf_.size(), kFirstChunk), kMaxStep);
-            uint64_t want = std::min<uint64_t>(std::max<uint64_t>(end, buf_.size() + step),
+            const uint64_t step = std::min<uint64_t>(std::max<uint64_t>(buf.size(), kFirstChunk), kMaxStep);
+            uint64_t want = std::min<uint64_t>(std::max<uint64_t>(end, buf.size() + step),
                                                std::min(file_size_, kMaxHeaderBytes));
-            size_t old = buf_.size();
-            buf_.resize(want);
-            ssize_t got = (*pread_)(buf_.data() + old, want - old, old);
+            size_t old = buf.size();
+            if (!buf.resize(want)) {
+                fail(Code::TooLarge, "cannot allocate " + std::to_string(want) + " bytes for the header");
+            }
+            ssize_t got = (*pread_)(buf.data() + old, want - old, old);
             if (got < 0) {
                 throw Error(Code::Io, name_ + ": read failed at offset " + std::to_string(old) + ": " +
                                           std::strerror(static_cast<int>(-got)),
                             static_cast<int>(-got));
             }
-            buf_.resize(old + static_cast<size_t>(got));
-            if (end > buf_.size()) fail(Code::Truncated, std::string(what) + ": file shrank while reading");
+            buf.resize(old + static_cast<size_t>(got));
+            if (end > buf.size()) fail(Code::Truncated, std::string(what) + ": file shrank while reading");
         }
-        return buf_.data() + pos_;
+        return buf.data() + pos_;
+    }
+
+    /// Byte `offset` of the file, which the cursor has already passed (offset < pos()).
+    const char* bytes_at(uint64_t offset) const { return (pread_ ? buf_->data() : mem_.data()) + offset; }
+
+    /// The bytes [0, end) read so far, as an owner the parsed values can point into (see
+    /// SharedBytes): a small header is copied to an exact-size string (so that many small
+    /// headers do not each keep a read-ahead buffer), a large one keeps its buffer.
+    std::pair<std::shared_ptr<const void>, const char*> take_bytes(uint64_t end) {
+        if (!pread_ || end < HeaderBuffer::kMapFrom) {
+            const char* base = pread_ ? buf_->data() : mem_.data();
+            auto copy = std::make_shared<const std::string>(base, end);
+            const char* p = copy->data();
+            return {std::move(copy), p};
+        }
+        buf_->resize(static_cast<size_t>(end));
+        buf_->shrink_to_fit();
+        std::shared_ptr<const HeaderBuffer> owner = std::move(buf_);
+        return {owner, owner->data()};
     }
 
     template <typename T>
@@ -99,16 +191,6 @@ public:
         return v;
     }
 
-    /// Returns the bytes [from, pos) as a string (they are already buffered).
-    std::string slice(uint64_t from) const {
-        const char* base = pread_ ? buf_.data() : mem_.data();
-        return std::string(base + from, pos_ - from);
-    }
-
-    std::string_view view(uint64_t from, uint64_t len) const {
-        const char* base = pread_ ? buf_.data() : mem_.data();
-        return std::string_view(base + from, len);
-    }
 
     void skip(uint64_t n, const char* what) {
         need(n, what);
@@ -139,28 +221,26 @@ private:
     std::string_view mem_;
     uint64_t file_size_;
     const std::string& name_;
-    std::string buf_;
+    std::unique_ptr<HeaderBuffer> buf_ = std::make_unique<HeaderBuffer>();
     uint64_t pos_ = 0;
 };
 
 bool is_known_type(uint32_t t) { return t < kValueTypeCount; }
 
-/// Skips over one value of type `t` (not Array) and validates it.
+/// Skips over one value of type `t` (not Array) and validates it. A bool may hold any byte:
+/// ggml's reader accepts 2..255 (it reads the byte into a C++ bool slot), and the raw byte is
+/// copied through unchanged, so a merge stays byte-identical to gguf-split's.
 void skip_scalar_or_string(Cursor& c, ValueType t, const std::string& key) {
     if (t == ValueType::String) {
         c.string("string value", key);
         return;
     }
-    if (t == ValueType::Bool) {
-        uint64_t at = c.pos();
-        auto b = c.read<uint8_t>("bool value");
-        if (b > 1) c.fail(Code::BadValue, "key " + q(key) + ": bool value " + std::to_string(b) + " is not 0 or 1", at);
-        return;
-    }
     c.skip(scalar_size(t), "scalar value");
 }
 
-Value read_value(Cursor& c, ValueType t, const std::string& key) {
+/// Reads and validates one value; returns where its bytes are: [first, second) of the header.
+/// The caller makes the Value point there once all header bytes are read (parse()).
+std::pair<uint64_t, uint64_t> read_value(Cursor& c, ValueType t, const std::string& key) {
     uint64_t start = c.pos();
     if (t == ValueType::Array) {
         uint64_t at = c.pos();
@@ -184,25 +264,13 @@ Value read_value(Cursor& c, ValueType t, const std::string& key) {
         }
         if (et == ValueType::String) {
             for (uint64_t i = 0; i < count; ++i) c.string("array element", key);
-        } else if (et == ValueType::Bool) {
-            const char* p = c.need(count, "bool array");
-            for (uint64_t i = 0; i < count; ++i) {
-                if (static_cast<uint8_t>(p[i]) > 1) {
-                    c.fail(Code::BadValue, "key " + q(key) + ": bool array element " + std::to_string(i) +
-                                               " is not 0 or 1", c.pos() + i);
-                }
-            }
-            c.skip(count, "bool array");
         } else {
             c.skip(count * min_elem, "array elements");
         }
     } else {
         skip_scalar_or_string(c, t, key);
     }
-    Value v;
-    v.type = t;
-    v.raw = c.slice(start);
-    return v;
+    return {start, c.pos()};
 }
 
 bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -257,23 +325,32 @@ Header parse(Cursor& c, const std::string& name) {
 
     // Counts are only plausible, not proven: reserve a bounded amount and let real bytes grow it.
     h.kvs.reserve(static_cast<size_t>(std::min<int64_t>(n_kv, 4096)));
+    std::vector<std::pair<uint64_t, uint64_t>> value_at;  // where each KV's value bytes are
+    value_at.reserve(h.kvs.capacity());
     std::unordered_set<std::string> keys;
     for (int64_t i = 0; i < n_kv; ++i) {
         uint64_t kv_at = c.pos();
         std::string key(c.string("key"));
         if (key.empty()) c.fail(Code::BadValue, "KV pair " + std::to_string(i) + " has an empty key", kv_at);
+        if (key.find('\0') != std::string::npos) {
+            c.fail(Code::BadValue, "key " + q(key) + " contains a NUL byte (ggml's consumers would read it as " +
+                                       q(key.substr(0, key.find('\0'))) + ")", kv_at);
+        }
         uint64_t type_at = c.pos();
         auto t = c.read<uint32_t>("value type");
         if (!is_known_type(t)) {
             c.fail(Code::BadValue, "key " + q(key) + ": unknown value type " + std::to_string(t), type_at);
         }
-        Value v = read_value(c, static_cast<ValueType>(t), key);
+        const auto type = static_cast<ValueType>(t);
+        value_at.push_back(read_value(c, type, key));
         if (key == kKeyAlignment) {
-            if (v.type != ValueType::U32) {
+            if (type != ValueType::U32) {
                 c.fail(Code::BadAlignment, "key 'general.alignment' has type " +
-                                               std::string(value_type_name(v.type)) + ", expected u32", kv_at);
+                                               std::string(value_type_name(type)) + ", expected u32", kv_at);
             }
-            uint64_t a = static_cast<uint64_t>(*v.as_int());
+            uint32_t a32 = 0;
+            std::memcpy(&a32, c.bytes_at(value_at.back().first), sizeof a32);
+            uint64_t a = a32;
             if (!is_power_of_two(a)) {
                 c.fail(Code::BadAlignment, "key 'general.alignment' = " + std::to_string(a) +
                                                " is not a non-zero power of two", kv_at);
@@ -281,6 +358,8 @@ Header parse(Cursor& c, const std::string& name) {
             h.alignment = a;
         }
         if (!keys.insert(key).second) c.fail(Code::BadValue, "duplicate key " + q(key), kv_at);
+        Value v;
+        v.type = type;
         h.kvs.push_back(KeyValue{std::move(key), std::move(v)});
     }
 
@@ -291,6 +370,10 @@ Header parse(Cursor& c, const std::string& name) {
         TensorInfo ti;
         ti.name = std::string(c.string("tensor name"));
         if (ti.name.empty()) c.fail(Code::BadTensor, "tensor " + std::to_string(i) + " has an empty name", t_at);
+        if (ti.name.find('\0') != std::string::npos) {
+            c.fail(Code::BadTensor, "tensor name " + q(ti.name) + " contains a NUL byte (ggml's consumers would read it as " +
+                                        q(ti.name.substr(0, ti.name.find('\0'))) + ")", t_at);
+        }
         if (ti.name.size() >= kMaxTensorName) {
             c.fail(Code::BadTensor, "tensor name " + q(ti.name) + " is " + std::to_string(ti.name.size()) +
                                         " bytes, the limit is 63", t_at);
@@ -311,6 +394,17 @@ Header parse(Cursor& c, const std::string& name) {
             }
             if (mul_overflows(elements, ti.ne[d], &elements)) {
                 c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": element count overflows int64", ne_at);
+            }
+        }
+        // ggml's writer (and so gguf-split) keeps the dimensions up to the last one > 1
+        // (ggml_n_dims): a 0 after that one, as in [8, 0], is dropped and the written shape [8]
+        // no longer matches the (empty) data. Such a tensor cannot be passed on faithfully.
+        for (uint32_t d = ti.n_dims; d-- > 1 && ti.ne[d] <= 1;) {
+            if (ti.ne[d] == 0) {
+                c.fail(Code::BadTensor, "tensor " + q(ti.name) + ": dimension " + std::to_string(d) +
+                                            " is 0 after the last dimension > 1; ggml's writer would drop it and "
+                                            "write a shape that disagrees with the data",
+                       d_at);
             }
         }
         uint64_t type_at = c.pos();
@@ -337,6 +431,14 @@ Header parse(Cursor& c, const std::string& name) {
     }
     h.header_size = c.pos();
     h.data_offset = align_up(h.header_size, h.alignment);
+    if (!h.kvs.empty()) {
+        // Every value points into one copy of the header bytes (no copy per value).
+        auto [owner, base] = c.take_bytes(value_at.back().second);
+        for (size_t i = 0; i < h.kvs.size(); ++i) {
+            const auto [from, to] = value_at[i];
+            h.kvs[i].value.raw = SharedBytes(owner, base + from, static_cast<size_t>(to - from));
+        }
+    }
 
     // Offsets must be exactly consecutive (ggml's strict reader), and all data inside the file.
     uint64_t expected = 0;

@@ -13,6 +13,9 @@
 
 namespace gguf {
 
+/// Every reader below returns a Header whose KV values share one copy of the header bytes
+/// (SharedBytes): a header is held once in memory, whatever its values hold.
+///
 /// Reads and fully validates the header of the GGUF file at `path`.
 /// Throws gguf::Error (see parse_header) and Code::Io when the file cannot be opened or read.
 Header read_header(const std::string& path);
@@ -41,10 +44,14 @@ Header read_header(const OpenLogicalFile& file);
 ///  - magic "GGUF" (a git-lfs pointer file is named as such); version 2 or 3; version 1,
 ///    0 and >3 are rejected, and a byte-swapped version is reported as a big-endian file;
 ///  - KV and tensor counts must fit in the bytes left; string lengths and array counts
-///    <= 2^30 and within the file; keys non-empty and unique; value types known; no arrays
-///    of arrays; bools 0 or 1;
+///    <= 2^30 and within the file; keys non-empty, unique and without a NUL byte (ggml's
+///    consumers cut names at the NUL, so "a\0x" and "a\0y" would be the same key to them);
+///    value types known; no arrays of arrays; a bool may be any byte (ggml accepts 2..255;
+///    the byte is kept as is); string VALUES may contain NUL (kept byte for byte);
 ///  - general.alignment, when present, a u32 non-zero power of two;
-///  - tensor names non-empty, < 64 bytes, unique; n_dims 1..4; every ne >= 0; known,
+///  - tensor names non-empty, < 64 bytes, unique, without a NUL byte; n_dims 0..4; every
+///    ne >= 0, and no 0 after the last dimension > 1 (ggml's writer drops such a dimension:
+///    [8, 0] would be written as [8], disagreeing with the data); known,
 ///    non-removed ggml type; ne0 a multiple of the block size; element count and byte
 ///    size without int64 overflow; offsets exactly consecutive with padding to the
 ///    alignment, first offset 0; every tensor's data inside the file.

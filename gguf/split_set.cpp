@@ -36,18 +36,25 @@ bool parse_5_digits(std::string_view s, uint32_t* out) {
     return true;
 }
 
-/// Reads a split key and checks its type; throws naming the file and key.
-int64_t split_key(const Header& h, const std::string& path, std::string_view key, ValueType want) {
+/// Reads a split key and checks its type; throws naming the file and key. With `want` set, the
+/// value must have exactly that type; without, any integer type is accepted (u8 ... i64; a u64
+/// above INT64_MAX is refused as out of range).
+int64_t split_key(const Header& h, const std::string& path, std::string_view key,
+                  std::optional<ValueType> want) {
     const KeyValue* kv = h.find(key);
     if (!kv) {
         throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' is missing (not a gguf-split shard)");
     }
-    if (kv->value.type != want) {
+    std::optional<int64_t> v = kv->value.as_int();
+    if (want ? kv->value.type != *want : !v) {
+        if (!want && kv->value.type == ValueType::U64) {
+            throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' is out of range");
+        }
         throw Error(Code::BadSplit, path + ": key '" + std::string(key) + "' has type " +
                                         std::string(value_type_name(kv->value.type)) + ", expected " +
-                                        std::string(value_type_name(want)));
+                                        (want ? std::string(value_type_name(*want)) : std::string("an integer")));
     }
-    return *kv->value.as_int();
+    return *v;
 }
 
 /// Reads and validates the header of one shard; the recorded stats are the fstats of the
@@ -91,7 +98,7 @@ std::optional<LogicalFile> resolve_single(const std::string& path) {
 std::pair<int64_t, int64_t> set_totals(const Header& h0, const std::string& path) {
     int64_t count = split_key(h0, path, kKeySplitCount, ValueType::U16);
     if (count < 1) throw Error(Code::BadSplit, path + ": key 'split.count' is 0 (not a valid split count)");
-    int64_t total = split_key(h0, path, kKeySplitTensorsCount, ValueType::I32);
+    int64_t total = split_key(h0, path, kKeySplitTensorsCount, std::nullopt);
     if (total < 0) throw Error(Code::BadSplit, path + ": key 'split.tensors.count' is negative");
     return {count, total};
 }
@@ -101,7 +108,7 @@ std::pair<int64_t, int64_t> set_totals(const Header& h0, const std::string& path
 /// `position` names where i comes from, for the message ("the file name says").
 void check_shard(const Shard& s, uint32_t i, int64_t count, int64_t total, const char* position,
                  std::unordered_set<std::string>& names) {
-    int64_t no = split_key(s.header, s.path, kKeySplitNo, ValueType::U16);
+    int64_t no = split_key(s.header, s.path, kKeySplitNo, std::nullopt);
     if (no != static_cast<int64_t>(i)) {
         throw Error(Code::BadSplit, s.path + ": key 'split.no' is " + std::to_string(no) + " but " + position + " " +
                                         std::to_string(i) + " (0-based)");
@@ -111,7 +118,7 @@ void check_shard(const Shard& s, uint32_t i, int64_t count, int64_t total, const
         throw Error(Code::BadSplit, s.path + ": key 'split.count' is " + std::to_string(c) + " but shard 1 says " +
                                         std::to_string(count));
     }
-    int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, ValueType::I32);
+    int64_t t = split_key(s.header, s.path, kKeySplitTensorsCount, std::nullopt);
     if (t != total) {
         throw Error(Code::BadSplit, s.path + ": key 'split.tensors.count' is " + std::to_string(t) +
                                         " but shard 1 says " + std::to_string(total));
@@ -369,8 +376,9 @@ VirtualLayout plan_merge(const SplitSet& set) {
         concatenations = concatenations || f.is_concatenation() || f.parts.front().offset != 0;
     }
     VirtualLayout logical = plan_gguf_file(kvs, tensors, h0.alignment);
-    // Shards of one whole file each: shard index == part index, nothing to cut or shift.
-    return concatenations ? flatten_sources(logical, files) : logical;
+    // Shards of one file each: shard index == part index, nothing to cut.
+    if (concatenations) return flatten_sources(std::move(logical), files);
+    return logical;  // moved, not copied: the header of a large vocabulary is held once
 }
 
 std::vector<FilePart> set_parts(const SplitSet& set) {

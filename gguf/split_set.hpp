@@ -48,9 +48,12 @@ using ShardResolver = std::function<std::optional<LogicalFile>(const std::string
 ///
 /// Rules checked (llama.cpp gguf-split, shared/docs/gguf-facts.md, and what the reference misses):
 ///  - the first shard's name matches PREFIX-00001-of-NNNNN.gguf with NNNNN == its split.count;
-///  - split.count is present, a u16 and >= 1 in every shard and equal to N; split.no is a u16
-///    equal to the shard's 0-based position; split.tensors.count is an i32, equal in every shard
-///    and equal to the real number of tensors over all shards;
+///  - split.count is present, a u16 and >= 1 in every shard and equal to N (the reference reads
+///    it with gguf_get_val_u16, which asserts the type); split.no equals the shard's 0-based
+///    position; split.tensors.count is equal in every shard and equal to the real number of
+///    tensors over all shards. gguf-split writes those two as u16 and i32, but its merge never
+///    reads them, so sets from other tools that use another integer type (split.no as i32,
+///    split.tensors.count as u32, ...) are accepted, and plan_merge copies them unchanged;
 ///  - every shard parses as a strict GGUF header with all tensor data inside the file;
 ///  - tensor names are unique across shards.
 class SplitSet {

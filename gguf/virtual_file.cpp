@@ -77,6 +77,15 @@ bool VirtualFile::source_changed(uint32_t index) const noexcept {
     return !same_content_state(now, sources_[index].st);
 }
 
+void VirtualFile::ensure_sources_unchanged(const std::string& action) const {
+    for (uint32_t i = 0; i < sources_.size(); ++i) {
+        if (source_changed(i)) {
+            throw Error(Code::BadSplit, sources_[i].path + ": changed while it was being " + action +
+                                            " (size or modification time differs); nothing was written");
+        }
+    }
+}
+
 Served VirtualFile::read_direct(uint32_t index, uint64_t source_offset, size_t len, char* buf) const noexcept {
     Served out;
     out.result = -EAGAIN;

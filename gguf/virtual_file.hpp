@@ -65,6 +65,13 @@ public:
     /// or when fstat fails.
     bool source_changed(uint32_t index) const noexcept;
 
+    /// For writers (merge), after the last byte was copied and before publishing: throws
+    /// gguf::Error(Code::BadSplit) "PATH: changed while it was being ACTION (size or modification
+    /// time differs); nothing was written" for the first source for which source_changed() is
+    /// true. The descriptor pins the inode, so a source rewritten in place is caught; one replaced
+    /// by rename was not read from and cannot matter.
+    void ensure_sources_unchanged(const std::string& action) const;
+
     /// Copies bytes [offset, offset + len) of the virtual file into `dst` (clipped at size()).
     /// Returns the number of bytes copied, or -errno: -EIO when a source returns fewer bytes
     /// than its extent promises (a truncated shard) or when, after the bytes were read, the

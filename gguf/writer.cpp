@@ -33,7 +33,7 @@ std::string render_header(const std::vector<KeyValue>& kvs, const std::vector<Te
     for (const auto& kv : kvs) {
         put_string(out, kv.key);
         put<uint32_t>(out, static_cast<uint32_t>(kv.value.type));
-        out.append(kv.value.raw);
+        out.append(kv.value.raw.data(), kv.value.raw.size());
     }
     for (const auto& t : tensors) {
         put_string(out, t.name);

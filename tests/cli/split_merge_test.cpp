@@ -2,6 +2,8 @@
 // gguf-split, dry run, size mode, round trips, and every error case with its message and a
 // clean directory afterwards.
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +30,13 @@ constexpr const char* kKvzooMerged = "188145f4ca7ba59da646e9e72b30db80647a047477
 
 RunResult gm(std::vector<std::string> args) {
     args.insert(args.begin(), gguf_test::gguf_mount_binary());
+    return gguf_test::run(args);
+}
+
+/// Runs gguf-mount as user and group nobody (65534), without supplementary groups.
+RunResult gm_as_nobody(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               gguf_test::gguf_mount_binary()});
     return gguf_test::run(args);
 }
 
@@ -361,6 +370,60 @@ TEST_F(MergeErrors, DeleteSplitsAfterSuccessRemovesOnlyTheShards) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(list_dir(tmp_.path()), (std::vector<std::string>{"merged.gguf"}));
     EXPECT_EQ(gguf_test::sha256_file(tmp_ / "merged.gguf"), kKvzooMerged);
+}
+
+// Issue 14.14: --delete-splits deleted the shards it could and stopped at the first it could not
+// ("2 of 7 deleted"). Every shard is now checked first; when one cannot be deleted, nothing is
+// written and nothing is deleted. Here shard 3 is immutable (chattr +i: even root cannot unlink).
+TEST_F(MergeErrors, DeleteSplitsWithAnImmutableShardTouchesNothing) {
+    auto set_flags = [](const std::string& path, bool immutable) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        int flags = 0;
+        ASSERT_EQ(::ioctl(fd, FS_IOC_GETFLAGS, &flags), 0) << std::strerror(errno);
+        flags = immutable ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+        int rc = ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
+        int e = errno;
+        ::close(fd);
+        if (rc != 0 && e == EOPNOTSUPP) GTEST_SKIP() << "no immutable flag on this file system";
+        ASSERT_EQ(rc, 0) << std::strerror(e);
+    };
+    set_flags(shard(3), true);
+    if (testing::Test::IsSkipped()) return;
+    auto r = merge(first_, {"--delete-splits"});
+    set_flags(shard(3), false);  // so that the temporary directory can be removed
+    expect_failure(r, 1, {"kvzoo-00003-of-00007.gguf", "immutable", "nothing was written or deleted"}, tmp_.path(),
+                   names_);
+}
+
+// The same as another user: in a sticky directory (like /tmp) a shard owned by someone else
+// cannot be deleted, although the directory is writable.
+TEST_F(MergeErrors, DeleteSplitsInAStickyDirectoryAsAnotherUserTouchesNothing) {
+    ASSERT_EQ(::chmod(tmp_.path().c_str(), 01777), 0);
+    for (int i = 1; i <= 7; ++i) {
+        if (i != 5) ASSERT_EQ(::chown(shard(i).c_str(), 65534, 65534), 0);
+    }
+    auto r = gm_as_nobody({"merge", "--delete-splits", first_, tmp_ / "merged.gguf"});
+    expect_failure(r, 1, {"kvzoo-00005-of-00007.gguf", "sticky", "nothing was written or deleted"}, tmp_.path(),
+                   names_);
+    // Without --delete-splits the same user merges (the sticky bit only protects the shard).
+    auto ok = gm_as_nobody({"merge", "-q", first_, tmp_ / "merged.gguf"});
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Shards that are symbolic links: the links are removed, the files they point to are kept, and
+// the command says so.
+TEST_F(MergeErrors, DeleteSplitsOfSymlinkedShardsSaysTheTargetsWereKept) {
+    TempDir links;
+    for (int i = 1; i <= 7; ++i) {
+        ASSERT_EQ(::symlink(shard(i).c_str(), shard_name(links / "kvzoo", i, 7).c_str()), 0);
+    }
+    auto r = gm({"merge", "--delete-splits", shard_name(links / "kvzoo", 1, 7), links / "merged.gguf"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(list_dir(links.path()), (std::vector<std::string>{"merged.gguf"}));
+    EXPECT_EQ(list_dir(tmp_.path()), names_);  // the targets are all still there
+    EXPECT_NE(r.err.find("removed 7 symbolic link(s); the files they point to were kept"), std::string::npos)
+        << r.err;
 }
 
 class SplitErrors : public ::testing::Test {

@@ -30,6 +30,7 @@
 #include "gguf/reader.hpp"
 #include "gguf/split_set.hpp"
 #include "gguf/text.hpp"
+#include "gguf/split_plan.hpp"
 #include "gguf/virtual_file.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/support.hpp"
@@ -515,6 +516,61 @@ TEST(Attack, MergedSizePast2p63IsRefused) {
     EXPECT_THROW(gguf::plan_gguf_file({}, tensors, 32), gguf::Error);
     tensors.pop_back();  // 2^62 + header: fine
     EXPECT_EQ(gguf::plan_gguf_file({}, tensors, 32).size() % 32, 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 14.10 (d): gguf-split --merge never reads split.no or split.tensors.count, and copies
+// them into the merged header as they are (gguf_set_kv). Sets from other tools that store them
+// as i32 / u32 are merged, and the merged header keeps their types and values.
+TEST(Attack, SplitKeysOfOtherIntegerTypesAreAcceptedAndCopied) {
+    TempDir dir;
+    auto other_tool = [](uint32_t no, const std::vector<gguf_test::TestTensor>& t, std::vector<gguf::KeyValue> kvs) {
+        kvs.push_back({"split.no", gguf::Value::i32(static_cast<int32_t>(no))});
+        kvs.push_back(u32_kv("split.tensors.count", 2));
+        kvs.push_back(u16_kv("split.count", 2));
+        return gguf_test::build_gguf(kvs, t, 32, 3 + no);
+    };
+    std::string first = write_set(dir, {other_tool(0, {{"a", {8}, 0}}, {{"general.name", gguf::Value::string("m")}}),
+                                        other_tool(1, {{"b", {16}, 0}}, {})});
+    auto set = gguf::SplitSet::open(first);
+    EXPECT_EQ(set.tensor_count(), 2u);
+    auto vf = gguf::VirtualFile::merged(set);
+    auto h = gguf::parse_header(vf.layout().header(), vf.size(), "merged.gguf");
+    ASSERT_NE(h.find("split.no"), nullptr);
+    EXPECT_EQ(h.find("split.no")->value.type, gguf::ValueType::I32);
+    EXPECT_EQ(*h.find("split.no")->value.as_int(), 0);
+    EXPECT_EQ(h.find("split.tensors.count")->value.type, gguf::ValueType::U32);
+    EXPECT_EQ(*h.find("split.tensors.count")->value.as_int(), 2);
+    EXPECT_EQ(h.kvs.back().key, "split.count");
+    EXPECT_EQ(*h.kvs.back().value.as_int(), 0);
+    // A value that is no integer at all is still refused, naming the file and key.
+    TempDir bad;
+    std::vector<gguf::KeyValue> kvs = {{"split.no", gguf::Value::string("0")}, i32_kv("split.tensors.count", 1),
+                                       u16_kv("split.count", 1)};
+    std::string only = write_set(bad, {gguf_test::build_gguf(kvs, {{"a", {8}, 0}})});
+    expect_refused([&] { open_set(only); }, Code::BadSplit, only + ": ",
+                   "key 'split.no' has type string, expected an integer");
+}
+
+// Issue 14.10 (e): a file without tensors has no data section. general.alignment = 2^28 made the
+// merge (and the mount, and split) write 256 MiB of zeros; the header is now padded to 32 as
+// ggml's writer in gguf-split does (the notensors fixtures stay byte-identical).
+TEST(Attack, HugeAlignmentWithoutTensorsWritesNoDataSection) {
+    TempDir dir;
+    const auto a = static_cast<uint32_t>(uint64_t{1} << 28);
+    std::string first = write_set(dir, {shard(0, 1, 0, {}, {u32_kv("general.alignment", a)})});
+    auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    auto h = gguf::parse_header(vf.layout().header(), vf.size(), "merged.gguf");
+    EXPECT_EQ(vf.size(), gguf::align_up(h.header_size, 32));
+    EXPECT_LT(vf.size(), 4096u);
+    // The split plan of such a file: every shard is its header padded to 32.
+    auto plans = gguf::plan_split(h, gguf::SplitOptions{});
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0].layout.size() % 32, 0u);
+    EXPECT_LT(plans[0].layout.size(), 4096u);
 }
 
 }  // namespace

@@ -175,6 +175,33 @@ TEST(Output, PublishNeverReplacesAnExistingFile) {
     EXPECT_NO_THROW(gguf::ensure_absent(tmp / "other.gguf"));
 }
 
+// Every publish method refuses an existing final name and keeps it (ExclusiveRename is what
+// file systems without RENAME_NOREPLACE and hard links get, issue 14.9), and publishes the exact
+// bytes when the name is free. The probe picks RenameNoReplace on the test's local file system.
+TEST(Output, EveryPublishMethodPublishesAndNeverReplaces) {
+    gguf_test::TempDir tmp;
+    EXPECT_EQ(gguf::probe_publish_method(tmp / "x.gguf"), gguf::PublishMethod::RenameNoReplace);
+    EXPECT_EQ(list_dir(tmp.path()), std::vector<std::string>{});  // the probe files are gone
+    const auto vf = kvzoo_merged();
+    int n = 0;
+    for (auto method : {gguf::PublishMethod::RenameNoReplace, gguf::PublishMethod::Link,
+                        gguf::PublishMethod::ExclusiveRename}) {
+        const std::string taken = tmp / ("taken" + std::to_string(n) + ".gguf");
+        const std::string fresh = tmp / ("fresh" + std::to_string(n++) + ".gguf");
+        gguf_test::write_file(taken, "precious");
+        auto out = gguf::OutputFile::create(taken, method);
+        gguf::write_virtual_file(vf, out);
+        EXPECT_THROW(out.publish(), gguf::Error);
+        EXPECT_EQ(gguf_test::read_file(taken), "precious");
+        out.discard();
+        auto ok = gguf::OutputFile::create(fresh, method);
+        gguf::write_virtual_file(vf, ok);
+        ok.publish();
+        EXPECT_EQ(gguf_test::sha256_file(fresh), "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f");
+    }
+    for (const auto& name : list_dir(tmp.path())) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
+}
+
 TEST(Output, MissingDirectoryIsAnIoErrorNamingIt) {
     gguf_test::TempDir tmp;
     try {

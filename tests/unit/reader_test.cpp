@@ -7,6 +7,7 @@
 
 #include "gguf/error.hpp"
 #include "gguf/reader.hpp"
+#include "gguf/text.hpp"
 #include "gguf/writer.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/support.hpp"
@@ -158,8 +159,17 @@ const std::vector<Corrupt>& corruptions() {
          "unknown value type 13"},
         {"UnknownArrayType", [] { return with_kv([](Bytes& b) { b.str("k").u32(9).u32(77).u64(0); }); },
          Code::BadValue, "unknown array element type 77"},
-        {"BoolNotZeroOrOne", [] { return with_kv([](Bytes& b) { b.str("k").u32(7).u8(2); }); }, Code::BadValue,
-         "bool value 2"},
+        {"KeyWithNul", [] { return with_kv([](Bytes& b) { b.str(std::string("a\0x", 3)).u32(0).u8(1); }); },
+         Code::BadValue, "key 'a\u2400x' contains a NUL byte (ggml's consumers would read it as 'a')"},
+        {"TensorNameWithNul",
+         [] { return one_tensor([](Bytes& b) { b.str(std::string("t\0u", 3)).u32(1).i64(8).u32(0).u64(0); }); },
+         Code::BadTensor, "tensor name 't\u2400u' contains a NUL byte"},
+        {"ZeroDimDroppedByGgmlWriter",
+         [] { return one_tensor([](Bytes& b) { b.str("t").u32(2).i64(8).i64(0).u32(0).u64(0); }); },
+         Code::BadTensor, "tensor 't': dimension 1 is 0 after the last dimension > 1"},
+        {"ZeroDimBeforeTrailingOne",
+         [] { return one_tensor([](Bytes& b) { b.str("t").u32(3).i64(8).i64(0).i64(1).u32(0).u64(0); }); },
+         Code::BadTensor, "dimension 1 is 0"},
         {"EmptyKey", [] { return with_kv([](Bytes& b) { b.str("").u32(0).u8(1); }); }, Code::BadValue, "empty key"},
         {"DuplicateKey",
          [] { return with_kv([](Bytes& b) { b.str("k").u32(0).u8(1).str("k").u32(0).u8(2); }, 2); },
@@ -231,7 +241,8 @@ TEST_P(CorruptHeader, IsRefusedWithAClearMessage) {
         auto h = gguf::parse_header(bytes, bytes.size(), "evil.gguf");
         FAIL() << "accepted a header with " << h.kvs.size() << " KVs";
     } catch (const gguf::Error& e) {
-        std::string msg = e.what();
+        // As printed: names are kept raw in what() and escaped where text leaves the program.
+        std::string msg = gguf::escape(e.what());
         EXPECT_EQ(e.code(), c.code) << msg;
         EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
         EXPECT_EQ(msg.rfind("evil.gguf: ", 0), 0u) << msg;
@@ -275,5 +286,43 @@ TEST(Reader, ZeroDimensionalTensorIsAScalar) {
     ASSERT_EQ(h.tensors.size(), 1u);
     EXPECT_EQ(h.tensors[0].n_dims, 0u);
     EXPECT_EQ(h.tensors[0].nbytes, 4u);
+}
+}  // namespace
+
+namespace {
+// ggml's reader accepts a bool byte of 2..255; so do we, and the byte is written back unchanged
+// (a merge must stay byte-identical to gguf-split's), for a scalar and inside a bool array.
+TEST(Reader, BoolBytesAboveOneAreAcceptedAndKept) {
+    Bytes b;
+    b.preamble(3, 0, 2).str("b").u32(7).u8(2).str("arr").u32(9).u32(7).u64(3).u8(0).u8(1).u8(255).pad(32);
+    auto h = gguf::parse_header(b.str(), b.size(), "bool.gguf");
+    ASSERT_EQ(h.kvs.size(), 2u);
+    EXPECT_EQ(h.kvs[0].value.raw, std::string("\x02", 1));
+    EXPECT_EQ(h.kvs[1].value.raw.substr(12), std::string("\x00\x01\xff", 3));
+    EXPECT_EQ(gguf::render_header(h.kvs, h.tensors, 32), b.str());
+}
+
+// String VALUES may hold NUL bytes (only keys and tensor names are names): kept byte for byte.
+TEST(Reader, StringValueWithNulIsKept) {
+    Bytes b;
+    b.preamble(3, 0, 1).str("s").u32(8).str(std::string("a\0b", 3)).pad(32);
+    auto h = gguf::parse_header(b.str(), b.size(), "s.gguf");
+    ASSERT_EQ(h.kvs.size(), 1u);
+    EXPECT_EQ(*h.kvs[0].value.as_string(), std::string("a\0b", 3));
+}
+
+// A 0 that ggml's writer keeps (it is not after the last dimension > 1) is accepted: [0, 8] and
+// [0] are written by ggml as they are and hold no data.
+TEST(Reader, ZeroDimKeptByGgmlWriterIsAccepted) {
+    for (std::vector<int64_t> ne : {std::vector<int64_t>{0, 8}, std::vector<int64_t>{0}}) {
+        Bytes b;
+        b.preamble(3, 1, 0).str("e").u32(static_cast<uint32_t>(ne.size()));
+        for (int64_t n : ne) b.i64(n);
+        b.u32(0).u64(0).pad(32);
+        auto h = gguf::parse_header(b.str(), b.size(), "e.gguf");
+        ASSERT_EQ(h.tensors.size(), 1u);
+        EXPECT_EQ(h.tensors[0].nbytes, 0u);
+        EXPECT_EQ(h.tensors[0].effective_dims(), ne.size());
+    }
 }
 }  // namespace
