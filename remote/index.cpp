@@ -60,33 +60,42 @@ std::string attribute(xmlNode* node, const char* name) {
     return out;
 }
 
-/// What the page walk collects: every link with the text node that follows it, and whether the
-/// page has features nginx's autoindex never emits (then sizes are not trusted).
+/// What the page walk collects: every link, with the text node that follows it when the link
+/// sits in nginx's layout, and whether the page has features nginx's autoindex never emits.
 struct Link {
     std::string href;
-    std::string text_after;  // the text node right after </a> when the link sits in a <pre>
+    std::string text_after;  // text right after </a>, only for links in a <pre> that follows an <hr>
 };
 struct PageScan {
     std::vector<Link> links;
-    bool foreign_layout = false;  // <img>, <table> or a "?..." link: Apache (or other) layout
+    bool foreign_layout = false;  // <img>, <table>, <address> or a "?..." link: Apache (or other) layout
 };
+
+bool is_element(const xmlNode* n, const char* tag) {
+    return n != nullptr && n->type == XML_ELEMENT_NODE && lower(reinterpret_cast<const char*>(n->name)) == tag;
+}
+
+/// nginx writes "<h1>Index of P</h1><hr><pre><a href=...>" (ngx_http_autoindex_module.c), while
+/// Apache's <pre> listing puts its <hr> inside the <pre>: a link is on an nginx line when its
+/// parent is a <pre> whose previous element sibling is an <hr>.
+bool on_nginx_line(const xmlNode* a) {
+    const xmlNode* pre = a->parent;
+    if (!is_element(pre, "pre")) return false;
+    const xmlNode* prev = pre->prev;
+    while (prev != nullptr && prev->type != XML_ELEMENT_NODE) prev = prev->prev;
+    return is_element(prev, "hr");
+}
 
 void scan(xmlNode* node, PageScan& page) {
     for (xmlNode* n = node; n != nullptr; n = n->next) {
         if (n->type != XML_ELEMENT_NODE) continue;
-        std::string tag = lower(reinterpret_cast<const char*>(n->name));
-        if (tag == "img" || tag == "table") page.foreign_layout = true;
-        if (tag == "a") {
-            xmlChar* raw = xmlGetProp(n, reinterpret_cast<const xmlChar*>("href"));
-            if (raw != nullptr) {
-                xmlFree(raw);
-                Link link{attribute(n, "href"), ""};
-                if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
-                bool in_pre = n->parent != nullptr && lower(reinterpret_cast<const char*>(n->parent->name)) == "pre";
-                if (in_pre && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
-                    link.text_after = reinterpret_cast<const char*>(n->next->content);
-                page.links.push_back(std::move(link));
-            }
+        if (is_element(n, "img") || is_element(n, "table") || is_element(n, "address")) page.foreign_layout = true;
+        if (is_element(n, "a") && xmlHasProp(n, reinterpret_cast<const xmlChar*>("href")) != nullptr) {
+            Link link{attribute(n, "href"), ""};
+            if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
+            if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
+                link.text_after = reinterpret_cast<const char*>(n->next->content);
+            page.links.push_back(std::move(link));
         }
         scan(n->children, page);
     }
