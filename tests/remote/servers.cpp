@@ -252,6 +252,7 @@ std::string NginxServer::config_text() const {
       << "  sendfile on;\n"
       << "  keepalive_requests 100000;\n";
     if (options_.limit_rate > 0) c << "  limit_rate " << options_.limit_rate << ";\n";
+    c << options_.extra_http_config << "\n";
     auto server = [&](uint16_t port, bool tls) {
         c << "  server {\n"
           << "    listen 127.0.0.1:" << port << (tls ? " ssl http2" : "") << ";\n"

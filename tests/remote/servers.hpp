@@ -81,6 +81,8 @@ struct NginxOptions {
     /// Raw nginx directives placed inside every server block after the standard locations, e.g.
     /// "location /api/ { default_type application/json; add_header Link '<...>; rel=\"next\"'; }".
     std::string extra_server_config;
+    /// Raw nginx directives placed in the http block before the server blocks (e.g. `map`).
+    std::string extra_http_config;
 };
 
 /// Debian's nginx run as `nginx -c CONF -p PREFIX` with `daemon off;` as a child of the test,
