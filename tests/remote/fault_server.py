@@ -17,7 +17,8 @@ matches the path and still has uses left applies. Kinds: stall (seconds, after_b
 changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
-in tests/remote/servers.cpp.
+in tests/remote/servers.cpp, plus "seq", the request's arrival number (lines are written when a
+response ends, so concurrent requests may be logged out of arrival order).
 """
 
 import email.utils
@@ -37,6 +38,7 @@ _lock = threading.Lock()
 _rules_text = None
 _rules = []
 _uses = []
+_seq = 0
 
 
 def take_fault(path):
@@ -93,6 +95,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _log(self, status, body_bytes, header_bytes):
         entry = {
+            "seq": self._seq,
             "port": str(self.server.server_address[1]),
             "method": self.command,
             "uri": self.path,
@@ -128,6 +131,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):
+        global _seq
+        with _lock:
+            _seq += 1
+            self._seq = _seq
         path = urllib.parse.urlsplit(self.path).path
         rule = take_fault(path)
         kind = rule.get("fault") if rule else None

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,7 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.authorization = str_field(j, "authorization");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
+        e.seq = to_u64(j.value("seq", nlohmann::json(0)));
         out.push_back(std::move(e));
     }
     return out;
@@ -382,10 +384,15 @@ void FaultServer::set_rules(const nlohmann::json& rules) {
 
 std::string FaultServer::base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
-std::vector<AccessEntry> FaultServer::access_log() const { return parse_access_log(slurp(dir_ / "access.log")); }
+std::vector<AccessEntry> FaultServer::access_log() const {
+    auto entries = parse_access_log(slurp(dir_ / "access.log"));
+    std::stable_sort(entries.begin(), entries.end(), [](const AccessEntry& a, const AccessEntry& b) { return a.seq < b.seq; });
+    return entries;
+}
 
 std::vector<AccessEntry> FaultServer::wait_access_log(size_t n, std::chrono::milliseconds timeout) const {
-    return wait_log_entries(dir_ / "access.log", n, timeout);
+    wait_log_entries(dir_ / "access.log", n, timeout);
+    return access_log();
 }
 
 void FaultServer::clear_access_log() const { ::truncate((dir_ / "access.log").c_str(), 0); }

@@ -30,6 +30,7 @@ struct AccessEntry {
     std::string authorization;    // the Authorization header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
+    uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0
     bool has_authorization() const { return !authorization.empty(); }
 };
 
@@ -177,7 +178,7 @@ public:
 
     uint16_t port() const { return port_; }
     std::string base_url() const;
-    /// All requests logged so far (each is logged after its response was sent).
+    /// All requests logged so far (each is logged after its response was sent), in arrival order.
     std::vector<AccessEntry> access_log() const;
     /// Waits until at least `n` requests are logged; returns the entries read last.
     std::vector<AccessEntry> wait_access_log(size_t n,

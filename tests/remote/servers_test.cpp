@@ -276,6 +276,8 @@ TEST_F(FaultHarness, StatusRetryAfterEtagIgnoreRangeAndRedirect) {
     EXPECT_FALSE(normal.header("etag").empty());
     auto log = server_->wait_access_log(6);
     ASSERT_EQ(log.size(), 6u);
+    EXPECT_EQ(log[0].seq, 1u);
+    EXPECT_EQ(log[5].seq, 6u);
     EXPECT_EQ(log[0].status, 503);
     EXPECT_EQ(log[1].status, 429);
     EXPECT_EQ(log[3].status, 200);
