@@ -9,13 +9,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf/error.hpp"
-#include "remote/index.hpp"
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 
@@ -26,19 +25,6 @@ using gguf::Error;
 
 constexpr size_t kMaxRepoIdLength = 96;        // huggingface_hub validate_repo_id
 constexpr size_t kMaxTokenFileBytes = 64 * 1024;
-
-struct CurlUrlFree {
-    void operator()(CURLU* u) const { curl_url_cleanup(u); }
-};
-using UrlHandle = std::unique_ptr<CURLU, CurlUrlFree>;
-
-std::string url_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
-    char* value = nullptr;
-    if (curl_url_get(u, part, &value, flags) != CURLUE_OK || value == nullptr) return "";
-    std::string out(value);
-    curl_free(value);
-    return out;
-}
 
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -164,14 +150,11 @@ std::string hub_endpoint(const EnvLookup& env) {
     if (!value || value->empty()) return kDefaultHubEndpoint;
     std::string endpoint = *value;
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-    UrlHandle u(curl_url());
-    if (!u || curl_url_set(u.get(), CURLUPART_URL, endpoint.c_str(), 0) != CURLUE_OK)
-        throw Error(Code::BadArgument, "HF_ENDPOINT \"" + url_for_message(endpoint) + "\" is not an absolute URL");
-    const std::string scheme = lower(url_part(u.get(), CURLUPART_SCHEME));
-    if (scheme != "http" && scheme != "https")
+    auto parts = parse_url(endpoint);
+    if (!parts) throw Error(Code::BadArgument, "HF_ENDPOINT \"" + url_for_message(endpoint) + "\" is not an absolute URL");
+    if (parts->scheme != "http" && parts->scheme != "https")
         throw Error(Code::BadArgument, "HF_ENDPOINT \"" + url_for_message(endpoint) + "\" is not an http(s) URL");
-    if (!url_part(u.get(), CURLUPART_QUERY).empty() || !url_part(u.get(), CURLUPART_FRAGMENT).empty() ||
-        !url_part(u.get(), CURLUPART_USER).empty())
+    if (!parts->query.empty() || !parts->fragment.empty() || !parts->user.empty())
         throw Error(Code::BadArgument, "HF_ENDPOINT \"" + url_for_message(endpoint) +
                                            "\" must not hold credentials, a query or a fragment");
     return endpoint;
@@ -299,25 +282,11 @@ std::optional<std::string> parse_link_next(std::string_view header, const std::s
             p = q + 1;
         }
         if (!next) continue;
-        UrlHandle u(curl_url());
-        if (!u || curl_url_set(u.get(), CURLUPART_URL, request_url.c_str(), 0) != CURLUE_OK ||
-            curl_url_set(u.get(), CURLUPART_URL, target.c_str(), 0) != CURLUE_OK)
-            return std::nullopt;
-        const std::string scheme = lower(url_part(u.get(), CURLUPART_SCHEME));
-        if (scheme != "http" && scheme != "https") return std::nullopt;
-        return url_part(u.get(), CURLUPART_URL);
+        auto resolved = parse_url(target, request_url);
+        if (!resolved || (resolved->scheme != "http" && resolved->scheme != "https")) return std::nullopt;
+        return resolved->url;
     }
     return std::nullopt;
-}
-
-bool same_origin(const std::string& endpoint, const std::string& url) {
-    UrlHandle a(curl_url()), b(curl_url());
-    if (!a || !b || curl_url_set(a.get(), CURLUPART_URL, endpoint.c_str(), 0) != CURLUE_OK ||
-        curl_url_set(b.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
-        return false;
-    return lower(url_part(a.get(), CURLUPART_SCHEME)) == lower(url_part(b.get(), CURLUPART_SCHEME)) &&
-           lower(url_part(a.get(), CURLUPART_HOST)) == lower(url_part(b.get(), CURLUPART_HOST)) &&
-           url_part(a.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT) == url_part(b.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
 }
 
 namespace {

@@ -20,6 +20,8 @@
 //     file; the value is cleaned of CR/LF and surrounding blanks, and "" means no token.
 //   - hf:// URIs (utils/_hf_uri.py, hf_file_system.py): the revision after '@' is URL-decoded;
 //     "refs/pr/N" and "refs/convert/NAME" may be written with their '/' unencoded.
+// The token may go only to requests with the endpoint's origin (url_parts.hpp same_origin),
+// never to the CDN a resolve URL redirects to.
 #pragma once
 
 #include <cstdint>
@@ -113,10 +115,6 @@ std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::strin
 /// separated by commas, rel may be unquoted or a space-separated list), resolved against
 /// `request_url` when relative; nullopt when the header has no next link or it is not a URL.
 std::optional<std::string> parse_link_next(std::string_view link_header, const std::string& request_url);
-
-/// True when `url` has the same scheme, host and port as `endpoint`: only such requests may
-/// carry the token (never a CDN reached through a redirect).
-bool same_origin(const std::string& endpoint, const std::string& url);
 
 /// Where the token came from: "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" or the token file's path.
 /// The value is never part of messages.

@@ -1,6 +1,5 @@
 #include "remote/index.hpp"
 
-#include <curl/curl.h>
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
 
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/error.hpp"
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 
@@ -22,23 +22,9 @@ namespace {
 using gguf::Code;
 using gguf::Error;
 
-struct CurlUrlFree {
-    void operator()(CURLU* u) const { curl_url_cleanup(u); }
-};
-using UrlHandle = std::unique_ptr<CURLU, CurlUrlFree>;
-
 struct DocFree {
     void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
 };
-
-/// One part of a parsed URL ("" when absent). `flags` e.g. CURLU_URLDECODE.
-std::string url_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
-    char* value = nullptr;
-    if (curl_url_get(u, part, &value, flags) != CURLUE_OK || value == nullptr) return "";
-    std::string out(value);
-    curl_free(value);
-    return out;
-}
 
 /// True for a string that can name one entry of a directory.
 bool valid_entry_name(const std::string& name) {
@@ -120,68 +106,46 @@ std::optional<uint64_t> nginx_size(const std::string& text) {
 
 }  // namespace
 
-std::string url_for_message(const std::string& url) {
-    UrlHandle u(curl_url());
-    if (u && curl_url_set(u.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE) ==
-                 CURLUE_OK) {
-        curl_url_set(u.get(), CURLUPART_USER, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_PASSWORD, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_QUERY, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_FRAGMENT, nullptr, 0);
-        std::string out = url_part(u.get(), CURLUPART_URL);
-        if (!out.empty()) return out;
-    }
-    return url.substr(0, url.find_first_of("?#"));
-}
-
 std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url) {
     const std::string where = url_for_message(page_url);
-    UrlHandle base(curl_url());
-    if (!base || curl_url_set(base.get(), CURLUPART_URL, page_url.c_str(), 0) != CURLUE_OK)
-        throw Error(Code::BadValue, where + ": not an absolute URL");
-    const std::string scheme = lower(url_part(base.get(), CURLUPART_SCHEME));
-    if (scheme != "http" && scheme != "https") throw Error(Code::BadValue, where + ": not an http(s) URL");
-    // The directory the page lists: its path up to and including the last '/', or the whole
-    // path plus '/' when the URL names the directory without the trailing slash.
-    std::string dir_raw = url_part(base.get(), CURLUPART_PATH);
-    if (dir_raw.empty() || dir_raw.back() != '/') dir_raw += '/';
-    curl_url_set(base.get(), CURLUPART_PATH, dir_raw.c_str(), 0);
-    curl_url_set(base.get(), CURLUPART_QUERY, nullptr, 0);
-    curl_url_set(base.get(), CURLUPART_FRAGMENT, nullptr, 0);
-    const std::string dir_path = url_part(base.get(), CURLUPART_PATH, CURLU_URLDECODE);
-    const std::string host = lower(url_part(base.get(), CURLUPART_HOST));
-    const std::string port = url_part(base.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
-    const std::string base_url = url_part(base.get(), CURLUPART_URL);
+    auto page = parse_url(page_url);
+    if (!page) throw Error(Code::BadValue, where + ": not an absolute URL");
+    if (page->scheme != "http" && page->scheme != "https") throw Error(Code::BadValue, where + ": not an http(s) URL");
+    // The directory the page lists: the page's path when it ends with '/', else that path plus
+    // '/' (a directory URL without its trailing slash).
+    std::string dir_raw = page->path;
+    if (dir_raw.back() != '/') dir_raw += '/';
+    auto base = parse_url(dir_raw, page_url);
+    if (!base) throw Error(Code::BadValue, where + ": not an absolute URL");
+    const std::string& dir_path = base->path_decoded;
 
     if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
         throw Error(Code::BadValue, where + ": index page of " + std::to_string(body.size()) + " bytes is too large");
     // UTF-8 unless the page says otherwise: nginx sends no charset, names are UTF-8 bytes.
     std::unique_ptr<xmlDoc, DocFree> doc(htmlReadMemory(
-        body.data(), static_cast<int>(body.size()), base_url.c_str(), "UTF-8",
+        body.data(), static_cast<int>(body.size()), base->url.c_str(), "UTF-8",
         HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET | HTML_PARSE_COMPACT));
     if (!doc || xmlDocGetRootElement(doc.get()) == nullptr)
         throw Error(Code::BadValue, where + ": index page is not HTML (" + std::to_string(body.size()) + " bytes)");
-    PageScan page;
-    scan(xmlDocGetRootElement(doc.get()), page);
+    PageScan scanned;
+    scan(xmlDocGetRootElement(doc.get()), scanned);
 
     std::vector<IndexEntry> out;
     std::set<std::string> seen;
-    for (const Link& link : page.links) {
-        UrlHandle u(curl_url_dup(base.get()));
-        if (!u || curl_url_set(u.get(), CURLUPART_URL, link.href.c_str(),
-                               CURLU_ALLOW_SPACE | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
-            continue;  // not a URL at all (e.g. "javascript:" is fine, "http://[" is not)
-        if (lower(url_part(u.get(), CURLUPART_SCHEME)) != scheme || lower(url_part(u.get(), CURLUPART_HOST)) != host ||
-            url_part(u.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT) != port || !url_part(u.get(), CURLUPART_QUERY).empty())
+    for (const Link& link : scanned.links) {
+        auto target = parse_url(link.href, base->url);
+        if (!target) continue;  // not a URL at all
+        if (target->scheme != base->scheme || target->host != base->host || target->port != base->port ||
+            !target->query.empty())
             continue;
-        std::string path = url_part(u.get(), CURLUPART_PATH, CURLU_URLDECODE);
+        const std::string& path = target->path_decoded;
         if (path.size() <= dir_path.size() || path.compare(0, dir_path.size(), dir_path) != 0) continue;
         std::string name = path.substr(dir_path.size());
         bool directory = name.back() == '/';
         if (directory) name.pop_back();
         if (!valid_entry_name(name) || !seen.insert(name).second) continue;
         IndexEntry e{name, directory, std::nullopt};
-        if (!directory && !page.foreign_layout) e.size = nginx_size(link.text_after);
+        if (!directory && !scanned.foreign_layout) e.size = nginx_size(link.text_after);
         out.push_back(std::move(e));
     }
     return out;

@@ -6,8 +6,8 @@
 //   - nginx `autoindex_format json`: [{"name", "type": "file"|"directory", "mtime", "size"}];
 //   - Apache mod_autoindex HTML (FancyIndexing <pre>, HTMLTable <table>, or a plain <ul>):
 //     sizes rounded ("1.2M"), so never taken.
-// Pure: no network. HTML through libxml2's HTML parser, URLs through libcurl's URL API, JSON
-// through nlohmann-json.
+// Pure: no network. HTML through libxml2's HTML parser, URLs through remote/url_parts (libcurl's
+// URL API), JSON through nlohmann-json.
 #pragma once
 
 #include <cstdint>
@@ -58,10 +58,5 @@ std::vector<IndexEntry> parse_index_json(std::string_view body, const std::strin
 /// first non-blank byte of the body ('[' JSON, '<' HTML). Throws gguf::Error(Code::BadValue)
 /// naming the page URL when neither applies.
 std::vector<IndexEntry> parse_index(std::string_view body, std::string_view content_type, const std::string& page_url);
-
-/// `url` without userinfo, query and fragment, for messages and logs ("a query string may hold
-/// a signature"): "https://u:p@h/x?sig=1#f" -> "https://h/x". A string libcurl cannot parse as a
-/// URL is cut at the first '?' or '#'.
-std::string url_for_message(const std::string& url);
 
 }  // namespace gguf_mount::remote

@@ -7,6 +7,7 @@
 
 #include "remote/hub.hpp"
 #include "remote/hub_emulation.hpp"
+#include "remote/url_parts.hpp"
 #include "support/support.hpp"
 
 namespace {

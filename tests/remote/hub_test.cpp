@@ -9,23 +9,15 @@
 #include <map>
 
 #include "gguf/error.hpp"
+#include "remote/expect_error.hpp"
 #include "remote/hub.hpp"
+#include "remote/url_parts.hpp"
 #include "support/support.hpp"
 
 namespace {
 
+using remote_test::code_of;
 using namespace gguf_mount::remote;
-
-gguf::Code code_of(const std::function<void()>& f, std::string* message = nullptr) {
-    try {
-        f();
-    } catch (const gguf::Error& e) {
-        if (message) *message = e.what();
-        return e.code();
-    }
-    ADD_FAILURE() << "no gguf::Error thrown";
-    return gguf::Code::Io;
-}
 
 EnvLookup env_of(std::map<std::string, std::string> vars) {
     return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {

@@ -8,8 +8,10 @@
 #include <functional>
 
 #include "gguf/error.hpp"
+#include "remote/expect_error.hpp"
 #include "remote/index.hpp"
 #include "remote/servers.hpp"
+#include "remote/url_parts.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -18,7 +20,9 @@ using gguf_mount::remote::IndexEntry;
 using gguf_mount::remote::parse_index;
 using gguf_mount::remote::parse_index_html;
 using gguf_mount::remote::parse_index_json;
+using gguf_mount::remote::parse_url;
 using gguf_mount::remote::url_for_message;
+using remote_test::code_of;
 
 std::string page(const std::string& name) {
     return gguf_test::read_file(
@@ -52,17 +56,6 @@ std::string describe(const std::vector<IndexEntry>& v) {
     for (const auto& e : v)
         s += "[" + e.name + (e.directory ? "/" : "") + " " + (e.size ? std::to_string(*e.size) : "-") + "] ";
     return s;
-}
-
-gguf::Code code_of(const std::function<void()>& f, std::string* message = nullptr) {
-    try {
-        f();
-    } catch (const gguf::Error& e) {
-        if (message) *message = e.what();
-        return e.code();
-    }
-    ADD_FAILURE() << "no gguf::Error thrown";
-    return gguf::Code::Io;
 }
 
 TEST(IndexHtml, NginxCapturedPageGivesDecodedNamesKindsAndExactSizes) {
@@ -185,7 +178,28 @@ TEST(IndexAny, ChoosesTheParserByContentTypeThenFirstByte) {
     EXPECT_EQ(message, "http://127.0.0.1:18765/html/: not a directory index (content type \"application/octet-stream\")");
 }
 
-TEST(IndexAny, UrlForMessageDropsCredentialsQueryAndFragment) {
+TEST(UrlParts, ParsesResolvesAndDecodes) {
+    auto p = parse_url("HTTP://User:pw@LocalHost/a%20b/c%2Fd?x=1#f");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->scheme, "http");
+    EXPECT_EQ(p->user, "User");
+    EXPECT_EQ(p->host, "localhost");
+    EXPECT_EQ(p->port, "80");
+    EXPECT_EQ(p->path, "/a%20b/c%2Fd");
+    EXPECT_EQ(p->path_decoded, "/a b/c/d");
+    EXPECT_EQ(p->query, "x=1");
+    EXPECT_EQ(p->fragment, "f");
+    auto r = parse_url("../up/x y?q", "https://[::1]:8443/dir/sub/page");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->url, "https://[::1]:8443/dir/up/x%20y?q");
+    EXPECT_EQ(r->host, "[::1]");
+    EXPECT_EQ(r->port, "8443");
+    EXPECT_EQ(parse_url("http://h")->path, "/");
+    EXPECT_FALSE(parse_url("relative/only"));
+    EXPECT_FALSE(parse_url("x", "not a base"));
+}
+
+TEST(UrlParts, UrlForMessageDropsCredentialsQueryAndFragment) {
     EXPECT_EQ(url_for_message("https://user:pw@127.0.0.1:8443/a%20b/x.gguf?X-Amz-Signature=1#f"),
               "https://127.0.0.1:8443/a%20b/x.gguf");
     EXPECT_EQ(url_for_message("not a url?sig=1"), "not a url");
