@@ -97,6 +97,12 @@ std::vector<AccessEntry> wait_log_entries(const std::string& path, size_t n, std
 
 }  // namespace
 
+size_t count_data_requests(const std::vector<AccessEntry>& log) {
+    return static_cast<size_t>(std::count_if(log.begin(), log.end(), [](const AccessEntry& e) {
+        return e.method == "GET" && (e.status == 200 || e.status == 206) && e.body_bytes_sent > 0;
+    }));
+}
+
 // --- ChildProcess ------------------------------------------------------------------------------
 
 ChildProcess::~ChildProcess() { stop(); }

@@ -34,6 +34,10 @@ struct AccessEntry {
     bool has_authorization() const { return !authorization.empty(); }
 };
 
+/// Number of data requests among `log`: GETs answered 200 or 206 with a non-empty body (what a
+/// cached read must not cause; HEAD, redirects, errors and empty bodies do not count).
+size_t count_data_requests(const std::vector<AccessEntry>& log);
+
 /// Parses one access-log file of JSON lines (the format both servers write). Lines that are
 /// not JSON objects fail the current test and are skipped.
 std::vector<AccessEntry> parse_access_log(const std::string& text);

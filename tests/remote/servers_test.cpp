@@ -86,6 +86,13 @@ TEST_F(NginxHarness, RangedGetReturns206WithTheRightBytesAndIsLogged) {
     EXPECT_EQ(log[1].range, "");
     EXPECT_EQ(log[1].authorization, "Bearer hf_secret");
     EXPECT_EQ(log[1].body_bytes_sent, 300000u);
+    HttpRequest head;
+    head.head = true;
+    EXPECT_EQ(remote_test::http_get(server.base_url() + "/model.gguf", head).status, 200);
+    EXPECT_EQ(remote_test::http_get(server.base_url() + "/missing.gguf").status, 404);
+    log = server.wait_access_log(4);
+    ASSERT_EQ(log.size(), 4u);
+    EXPECT_EQ(remote_test::count_data_requests(log), 2u);
     server.clear_access_log();
     EXPECT_TRUE(server.access_log().empty());
 }
