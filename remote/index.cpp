@@ -26,6 +26,10 @@ struct DocFree {
     void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
 };
 
+struct ParserFree {
+    void operator()(htmlParserCtxt* c) const { htmlFreeParserCtxt(c); }
+};
+
 /// True for a string that can name one entry of a directory.
 bool valid_entry_name(const std::string& name) {
     return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
@@ -72,18 +76,28 @@ bool on_nginx_line(const xmlNode* a) {
     return is_element(prev, "hr");
 }
 
-void scan(xmlNode* node, PageScan& page) {
-    for (xmlNode* n = node; n != nullptr; n = n->next) {
-        if (n->type != XML_ELEMENT_NODE) continue;
-        if (is_element(n, "img") || is_element(n, "table") || is_element(n, "address")) page.foreign_layout = true;
-        if (is_element(n, "a") && xmlHasProp(n, reinterpret_cast<const xmlChar*>("href")) != nullptr) {
-            Link link{attribute(n, "href"), ""};
-            if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
-            if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
-                link.text_after = reinterpret_cast<const char*>(n->next->content);
-            page.links.push_back(std::move(link));
+/// Visits every element below `root` in document order, without recursion (a hostile page may
+/// nest elements arbitrarily deep).
+void scan(xmlNode* root, PageScan& page) {
+    xmlNode* n = root;
+    while (n != nullptr) {
+        if (n->type == XML_ELEMENT_NODE) {
+            if (is_element(n, "img") || is_element(n, "table") || is_element(n, "address")) page.foreign_layout = true;
+            if (is_element(n, "a") && xmlHasProp(n, reinterpret_cast<const xmlChar*>("href")) != nullptr) {
+                Link link{attribute(n, "href"), ""};
+                if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
+                if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
+                    link.text_after = reinterpret_cast<const char*>(n->next->content);
+                page.links.push_back(std::move(link));
+            }
+            if (n->children != nullptr) {
+                n = n->children;
+                continue;
+            }
         }
-        scan(n->children, page);
+        while (n != nullptr && n != root && n->next == nullptr) n = n->parent;
+        if (n == nullptr || n == root) break;
+        n = n->next;
     }
 }
 
@@ -122,9 +136,18 @@ std::vector<IndexEntry> parse_index_html(std::string_view body, const std::strin
     if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
         throw Error(Code::BadValue, where + ": index page of " + std::to_string(body.size()) + " bytes is too large");
     // UTF-8 unless the page says otherwise: nginx sends no charset, names are UTF-8 bytes.
-    std::unique_ptr<xmlDoc, DocFree> doc(htmlReadMemory(
-        body.data(), static_cast<int>(body.size()), base->url.c_str(), "UTF-8",
+    std::unique_ptr<htmlParserCtxt, ParserFree> parser(htmlNewParserCtxt());
+    if (!parser) throw Error(Code::BadValue, where + ": cannot create an HTML parser");
+    std::unique_ptr<xmlDoc, DocFree> doc(htmlCtxtReadMemory(
+        parser.get(), body.data(), static_cast<int>(body.size()), base->url.c_str(), "UTF-8",
         HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET | HTML_PARSE_COMPACT));
+    // Recoverable HTML errors are normal on index pages; a fatal one (e.g. "Excessive depth in
+    // document") stops libxml2 mid-page, and a partial listing must not pass for the whole one.
+    if (parser->lastError.level == XML_ERR_FATAL) {
+        std::string why = parser->lastError.message != nullptr ? parser->lastError.message : "fatal parser error";
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+        throw Error(Code::BadValue, where + ": index page cannot be parsed: " + why);
+    }
     if (!doc || xmlDocGetRootElement(doc.get()) == nullptr)
         throw Error(Code::BadValue, where + ": index page is not HTML (" + std::to_string(body.size()) + " bytes)");
     PageScan scanned;

@@ -131,6 +131,25 @@ TEST(IndexHtml, SkipsLinksThatAreNotDirectChildren) {
     EXPECT_EQ(entries, expected) << describe(entries);
 }
 
+std::string nested_page(int depth) {
+    std::string body = "<html><body>";
+    for (int i = 0; i < depth; ++i) body += "<div>";
+    body += "<a href=\"deep.gguf\">deep</a>";
+    for (int i = 0; i < depth; ++i) body += "</div>";
+    return body + "<a href=\"after.gguf\">after</a></body></html>";
+}
+
+TEST(IndexHtml, TooDeepPageFailsInsteadOfListingPart) {
+    const std::vector<IndexEntry> both = {{"deep.gguf", false, std::nullopt}, {"after.gguf", false, std::nullopt}};
+    EXPECT_EQ(parse_index_html(nested_page(200), "http://127.0.0.1/d/"), both);
+    // libxml2 stops at 256 levels: the links after that point would be missing.
+    std::string message;
+    EXPECT_EQ(code_of([] { parse_index_html(nested_page(100000), "http://127.0.0.1/d/?s=1"); }, &message),
+              gguf::Code::BadValue);
+    EXPECT_EQ(message.rfind("http://127.0.0.1/d/: index page cannot be parsed: ", 0), 0u) << message;
+    EXPECT_NE(message.find("depth"), std::string::npos) << message;
+}
+
 TEST(IndexHtml, PageUrlMustBeAbsoluteHttp) {
     std::string message;
     EXPECT_EQ(code_of([] { parse_index_html("<html></html>", "models/"); }, &message), gguf::Code::BadValue);
