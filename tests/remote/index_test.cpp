@@ -172,6 +172,13 @@ TEST(IndexJson, RejectsMalformedListingsNamingTheUrlWithoutQuery) {
     }
 }
 
+TEST(IndexJson, DeeplyNestedJsonIsAnErrorNotACrash) {
+    const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+    EXPECT_EQ(code_of([&] { parse_index_json(deep); }), gguf::Code::BadValue);
+    EXPECT_EQ(code_of([&] { parse_index("[" + deep + "]", "application/json", "http://127.0.0.1/j/"); }),
+              gguf::Code::BadValue);
+}
+
 TEST(IndexJson, SkipsUnsafeNamesAndOtherTypesKeepsBigSizes) {
     auto entries = parse_index_json(
         R"([{"name":"..","type":"directory"},{"name":"a/b","type":"file","size":1},{"name":"","type":"file","size":1},)"
