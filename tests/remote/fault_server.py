@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """HTTP/1.1 test server with injectable faults (stdlib only), for gguf-mount's remote tests.
 
-Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG
+Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG [PORT]
 
-Serves the files under ROOT on 127.0.0.1 (port chosen by the kernel, written to PORT_FILE once
-listening) with keep-alive, HEAD, ETag and single-range Range requests (RFC 9110 14.1.2:
+Serves the files under ROOT on 127.0.0.1 (on PORT, or when it is absent or 0 on a port the kernel
+chooses; written to PORT_FILE once listening) with keep-alive, HEAD, ETag and single-range Range requests (RFC 9110 14.1.2:
 "bytes=a-b", "bytes=a-", "bytes=-n"; an unsatisfiable range gets 416 with "Content-Range: bytes
 */SIZE"; several ranges are answered with the whole body, as a server may).
 
@@ -33,6 +33,7 @@ import time
 import urllib.parse
 
 ROOT, RULES_FILE, PORT_FILE, ACCESS_LOG = sys.argv[1:5]
+PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 
 _lock = threading.Lock()
 _rules_text = None
@@ -209,7 +210,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", PORT), Handler)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(str(server.server_address[1]))

@@ -290,10 +290,14 @@ bool NginxServer::start(std::string* error) {
         return false;
     }
     if (options_.tls && ca_file_.empty() && !make_certificate(error)) return false;
-    // A free port can be taken between free_port() and nginx's bind: retry a few times.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-        port_ = free_port();
-        https_port_ = options_.tls ? free_port() : 0;
+    // A restart keeps its ports (clients keep their URLs). A fresh free port can be taken
+    // between free_port() and nginx's bind: retry a few times with new ones.
+    const bool restart = port_ != 0;
+    for (int attempt = 0; attempt < (restart ? 1 : 5); ++attempt) {
+        if (!restart) {
+            port_ = free_port();
+            https_port_ = options_.tls ? free_port() : 0;
+        }
         const std::string conf = dir_ / "nginx.conf";
         gguf_test::write_file(conf, config_text());
         std::error_code ec;
@@ -312,7 +316,7 @@ bool NginxServer::start(std::string* error) {
         if (up) return true;
         process_.stop();
         std::string log = error_log() + slurp(dir_ / "stdout.log");
-        if (log.find("Address already in use") != std::string::npos) continue;
+        if (!restart && log.find("Address already in use") != std::string::npos) continue;
         if (error) *error = "nginx did not start: " + log;
         return false;
     }
@@ -362,8 +366,12 @@ bool FaultServer::start(std::string* error) {
         return false;
     }
     const std::string port_file = dir_ / "port";
-    set_rules(nlohmann::json::array());
-    if (!process_.start({python, fault_server_script(), root_, dir_ / "rules.json", port_file, dir_ / "access.log"},
+    std::error_code ec;
+    fs::remove(port_file, ec);
+    if (generation_ == 0) set_rules(nlohmann::json::array());
+    // A restart asks for the port it had (clients keep their URLs); the first start takes any.
+    if (!process_.start({python, fault_server_script(), root_, dir_ / "rules.json", port_file, dir_ / "access.log",
+                         std::to_string(port_)},
                         dir_ / "output.log", error))
         return false;
     auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -111,6 +111,7 @@ public:
 
     /// Writes the config (and, with TLS, a key + self-signed cert for 127.0.0.1 via
     /// `openssl req -x509`), starts nginx and waits until its port(s) accept connections.
+    /// After stop(), start() again serves on the same port(s) ("the server is back").
     /// Returns false with *error (including nginx's error log) on failure.
     bool start(std::string* error);
     /// Stops nginx (SIGTERM to its master PID, SIGKILL after 5 s) and reaps it. Idempotent.
@@ -172,7 +173,8 @@ public:
 
     /// True when python3 is installed; else false with *why.
     static bool available(std::string* why);
-    /// Starts the server and waits until it listens. False with *error on failure.
+    /// Starts the server and waits until it listens; after stop(), start() again listens on
+    /// the same port and keeps the rules. False with *error on failure.
     bool start(std::string* error);
     /// Stops the server by its PID and reaps it. Idempotent.
     void stop();

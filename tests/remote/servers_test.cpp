@@ -185,6 +185,12 @@ TEST_F(NginxHarness, StopEndsItsProcessAndFreesThePort) {
     server.stop();
     EXPECT_FALSE(remote_test::wait_port(port, std::chrono::milliseconds(200)));
     server.stop();  // idempotent
+    // The server comes back on the same port: the same URL works again.
+    ASSERT_TRUE(server.start(&error)) << error;
+    EXPECT_EQ(server.port(), port);
+    auto r = remote_test::http_get(server.base_url() + "/model.gguf", HttpRequest{"0-3"});
+    EXPECT_EQ(r.status, 206);
+    EXPECT_EQ(r.body, content_.substr(0, 4));
 }
 
 class FaultHarness : public ::testing::Test {
@@ -291,10 +297,18 @@ TEST_F(FaultHarness, StatusRetryAfterEtagIgnoreRangeAndRedirect) {
     EXPECT_EQ(log[4].status, 302);
 }
 
-TEST_F(FaultHarness, StopEndsThePythonProcess) {
-    const pid_t port = server_->port();
+TEST_F(FaultHarness, StopEndsThePythonProcessAndStartComesBackOnThePort) {
+    server_->set_rules(json::array({{{"fault", "status"}, {"status", 500}}}));
+    const uint16_t port = server_->port();
     server_->stop();
-    EXPECT_FALSE(remote_test::wait_port(static_cast<uint16_t>(port), std::chrono::milliseconds(200)));
+    EXPECT_FALSE(remote_test::wait_port(port, std::chrono::milliseconds(200)));
+    EXPECT_NE(remote_test::http_get(url_).curl_code, CURLE_OK);
+    std::string error;
+    ASSERT_TRUE(server_->start(&error)) << error;
+    EXPECT_EQ(server_->port(), port);
+    EXPECT_EQ(remote_test::http_get(url_).status, 500);  // rules survive the restart
+    server_->set_rules(json::array());
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
 }
 
 }  // namespace
