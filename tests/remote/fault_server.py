@@ -10,8 +10,10 @@ chooses; written to PORT_FILE once listening) with keep-alive, HEAD, ETag and si
 
 RULES_FILE is re-read on every request: {"generation": G, "rules": [RULE, ...]} (or a bare
 array of rules), each {"path": "/x" or "*",
-"fault": KIND, "times": N (default -1 = every matching request), ...}. The first rule that
-matches the path and still has uses left applies. Kinds: stall (seconds, after_bytes), drop
+"fault": KIND, "skip": S (default 0), "times": N (default -1 = every matching request), ...}:
+the rule lets its first S matching requests through, then applies to the next N. Rules are
+tried in order and each counts the matching requests it sees; the first that applies wins and
+the rules after it do not see that request. Kinds: stall (seconds, after_bytes), drop
 (after_bytes), status (status), retry_after (seconds), etag (etag), ignore_range, redirect
 (location). Counters restart whenever the file's content
 changes (a new generation).
@@ -60,9 +62,10 @@ def take_fault(path):
             if rule.get("path", "*") not in ("*", path):
                 continue
             times = rule.get("times", -1)
-            if times >= 0 and _uses[i] >= times:
-                continue
+            skip = rule.get("skip", 0)
             _uses[i] += 1
+            if _uses[i] <= skip or (times >= 0 and _uses[i] > skip + times):
+                continue
             return rule
     return None
 

@@ -255,6 +255,15 @@ TEST_F(FaultHarness, StallBeforeHeadersAndMidBody) {
     EXPECT_EQ(cut.body, content_.substr(0, 1000));
 }
 
+TEST_F(FaultHarness, SkipLetsTheFirstRequestsThrough) {
+    server_->set_rules(json::array({{{"path", "/m.gguf"}, {"fault", "status"}, {"status", 502}, {"skip", 2}, {"times", 1}}}));
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 502);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(server_->base_url() + "/other", HttpRequest{"0-0"}).status, 404);
+}
+
 TEST_F(FaultHarness, DropClosesTheConnectionMidBody) {
     server_->set_rules(json::array({{{"path", "/m.gguf"}, {"fault", "drop"}, {"after_bytes", 4096}}}));
     auto r = remote_test::http_get(url_, HttpRequest{"0-99999"});
