@@ -160,23 +160,6 @@ std::string hub_endpoint(const EnvLookup& env) {
     return endpoint;
 }
 
-std::string url_quote(std::string_view text, bool keep_slash) {
-    std::string out;
-    size_t start = 0;
-    while (start <= text.size()) {
-        size_t end = keep_slash ? text.find('/', start) : std::string_view::npos;
-        std::string_view seg = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-        char* escaped = curl_easy_escape(nullptr, seg.data(), static_cast<int>(seg.size()));
-        if (escaped == nullptr) throw Error(Code::BadValue, "cannot URL-encode a path segment");
-        out += escaped;
-        curl_free(escaped);
-        if (end == std::string_view::npos) break;
-        out += '/';
-        start = end + 1;
-    }
-    return out;
-}
-
 std::string hub_revision_url(const std::string& endpoint, const HubSource& source, const std::string& revision) {
     return api_base(endpoint, source) + "/revision/" + url_quote(revision, false);
 }

@@ -31,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "remote/url_parts.hpp"
+
 namespace gguf_mount::remote {
 
 /// The default endpoint, used only when HF_ENDPOINT is unset (tests always set it).
@@ -78,10 +80,6 @@ std::string hub_tree_url(const std::string& endpoint, const HubSource& source, c
 /// It may answer 302 to a CDN on another host.
 std::string hub_resolve_url(const std::string& endpoint, const HubSource& source, const std::string& commit,
                             const std::string& path);
-
-/// Percent-encodes every byte except RFC 3986 unreserved characters (letters, digits, "-._~");
-/// with `keep_slash`, '/' is kept too (Python's quote(s) vs quote(s, safe='')).
-std::string url_quote(std::string_view text, bool keep_slash);
 
 /// The commit sha of a revision answer (JSON object with "sha": 40 or 64 hex digits; returned
 /// lowercase). Throws gguf::Error(Code::BadValue) naming `url` (without query) otherwise.

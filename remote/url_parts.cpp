@@ -5,6 +5,8 @@
 #include <cctype>
 #include <memory>
 
+#include "gguf/error.hpp"
+
 namespace gguf_mount::remote {
 
 namespace {
@@ -62,6 +64,23 @@ std::string url_for_message(const std::string& url) {
         if (!out.empty()) return out;
     }
     return url.substr(0, url.find_first_of("?#"));
+}
+
+std::string url_quote(std::string_view text, bool keep_slash) {
+    std::string out;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = keep_slash ? text.find('/', start) : std::string_view::npos;
+        std::string_view seg = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        char* escaped = curl_easy_escape(nullptr, seg.data(), static_cast<int>(seg.size()));
+        if (escaped == nullptr) throw gguf::Error(gguf::Code::BadValue, "cannot URL-encode a path segment");
+        out += escaped;
+        curl_free(escaped);
+        if (end == std::string_view::npos) break;
+        out += '/';
+        start = end + 1;
+    }
+    return out;
 }
 
 bool same_origin(const std::string& a, const std::string& b) {

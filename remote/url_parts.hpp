@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace gguf_mount::remote {
 
@@ -30,6 +31,10 @@ std::optional<UrlParts> parse_url(const std::string& reference, const std::strin
 /// a signature"): "https://u:p@h/x?sig=1#f" -> "https://h/x". A string libcurl cannot parse as a
 /// URL is cut at the first '?' or '#'.
 std::string url_for_message(const std::string& url);
+
+/// Percent-encodes every byte except RFC 3986 unreserved characters (letters, digits, "-._~");
+/// with `keep_slash`, '/' is kept too (Python's quote(s) vs quote(s, safe='')).
+std::string url_quote(std::string_view text, bool keep_slash);
 
 /// True when both parse and have the same scheme, host and port (the port defaulted by scheme).
 bool same_origin(const std::string& a, const std::string& b);
