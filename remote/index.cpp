@@ -1,6 +1,5 @@
 #include "remote/index.hpp"
 
-#include <curl/curl.h>
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
 
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/error.hpp"
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 
@@ -22,23 +22,13 @@ namespace {
 using gguf::Code;
 using gguf::Error;
 
-struct CurlUrlFree {
-    void operator()(CURLU* u) const { curl_url_cleanup(u); }
-};
-using UrlHandle = std::unique_ptr<CURLU, CurlUrlFree>;
-
 struct DocFree {
     void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
 };
 
-/// One part of a parsed URL ("" when absent). `flags` e.g. CURLU_URLDECODE.
-std::string url_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
-    char* value = nullptr;
-    if (curl_url_get(u, part, &value, flags) != CURLUE_OK || value == nullptr) return "";
-    std::string out(value);
-    curl_free(value);
-    return out;
-}
+struct ParserFree {
+    void operator()(htmlParserCtxt* c) const { htmlFreeParserCtxt(c); }
+};
 
 /// True for a string that can name one entry of a directory.
 bool valid_entry_name(const std::string& name) {
@@ -60,35 +50,54 @@ std::string attribute(xmlNode* node, const char* name) {
     return out;
 }
 
-/// What the page walk collects: every link with the text node that follows it, and whether the
-/// page has features nginx's autoindex never emits (then sizes are not trusted).
+/// What the page walk collects: every link, with the text node that follows it when the link
+/// sits in nginx's layout, and whether the page has features nginx's autoindex never emits.
 struct Link {
     std::string href;
-    std::string text_after;  // the text node right after </a> when the link sits in a <pre>
+    std::string text_after;  // text right after </a>, only for links in a <pre> that follows an <hr>
 };
 struct PageScan {
     std::vector<Link> links;
-    bool foreign_layout = false;  // <img>, <table> or a "?..." link: Apache (or other) layout
+    bool foreign_layout = false;  // <img>, <table>, <address> or a "?..." link: Apache (or other) layout
 };
 
-void scan(xmlNode* node, PageScan& page) {
-    for (xmlNode* n = node; n != nullptr; n = n->next) {
-        if (n->type != XML_ELEMENT_NODE) continue;
-        std::string tag = lower(reinterpret_cast<const char*>(n->name));
-        if (tag == "img" || tag == "table") page.foreign_layout = true;
-        if (tag == "a") {
-            xmlChar* raw = xmlGetProp(n, reinterpret_cast<const xmlChar*>("href"));
-            if (raw != nullptr) {
-                xmlFree(raw);
+bool is_element(const xmlNode* n, const char* tag) {
+    return n != nullptr && n->type == XML_ELEMENT_NODE && lower(reinterpret_cast<const char*>(n->name)) == tag;
+}
+
+/// nginx writes "<h1>Index of P</h1><hr><pre><a href=...>" (ngx_http_autoindex_module.c), while
+/// Apache's <pre> listing puts its <hr> inside the <pre>: a link is on an nginx line when its
+/// parent is a <pre> whose previous element sibling is an <hr>.
+bool on_nginx_line(const xmlNode* a) {
+    const xmlNode* pre = a->parent;
+    if (!is_element(pre, "pre")) return false;
+    const xmlNode* prev = pre->prev;
+    while (prev != nullptr && prev->type != XML_ELEMENT_NODE) prev = prev->prev;
+    return is_element(prev, "hr");
+}
+
+/// Visits every element below `root` in document order, without recursion (a hostile page may
+/// nest elements arbitrarily deep).
+void scan(xmlNode* root, PageScan& page) {
+    xmlNode* n = root;
+    while (n != nullptr) {
+        if (n->type == XML_ELEMENT_NODE) {
+            if (is_element(n, "img") || is_element(n, "table") || is_element(n, "address")) page.foreign_layout = true;
+            if (is_element(n, "a") && xmlHasProp(n, reinterpret_cast<const xmlChar*>("href")) != nullptr) {
                 Link link{attribute(n, "href"), ""};
                 if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
-                bool in_pre = n->parent != nullptr && lower(reinterpret_cast<const char*>(n->parent->name)) == "pre";
-                if (in_pre && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
+                if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
                     link.text_after = reinterpret_cast<const char*>(n->next->content);
                 page.links.push_back(std::move(link));
             }
+            if (n->children != nullptr) {
+                n = n->children;
+                continue;
+            }
         }
-        scan(n->children, page);
+        while (n != nullptr && n != root && n->next == nullptr) n = n->parent;
+        if (n == nullptr || n == root) break;
+        n = n->next;
     }
 }
 
@@ -111,68 +120,55 @@ std::optional<uint64_t> nginx_size(const std::string& text) {
 
 }  // namespace
 
-std::string url_for_message(const std::string& url) {
-    UrlHandle u(curl_url());
-    if (u && curl_url_set(u.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE) ==
-                 CURLUE_OK) {
-        curl_url_set(u.get(), CURLUPART_USER, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_PASSWORD, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_QUERY, nullptr, 0);
-        curl_url_set(u.get(), CURLUPART_FRAGMENT, nullptr, 0);
-        std::string out = url_part(u.get(), CURLUPART_URL);
-        if (!out.empty()) return out;
-    }
-    return url.substr(0, url.find_first_of("?#"));
-}
-
 std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url) {
     const std::string where = url_for_message(page_url);
-    UrlHandle base(curl_url());
-    if (!base || curl_url_set(base.get(), CURLUPART_URL, page_url.c_str(), 0) != CURLUE_OK)
-        throw Error(Code::BadValue, where + ": not an absolute URL");
-    const std::string scheme = lower(url_part(base.get(), CURLUPART_SCHEME));
-    if (scheme != "http" && scheme != "https") throw Error(Code::BadValue, where + ": not an http(s) URL");
-    // The directory the page lists: its path up to and including the last '/', or the whole
-    // path plus '/' when the URL names the directory without the trailing slash.
-    std::string dir_raw = url_part(base.get(), CURLUPART_PATH);
-    if (dir_raw.empty() || dir_raw.back() != '/') dir_raw += '/';
-    curl_url_set(base.get(), CURLUPART_PATH, dir_raw.c_str(), 0);
-    curl_url_set(base.get(), CURLUPART_QUERY, nullptr, 0);
-    curl_url_set(base.get(), CURLUPART_FRAGMENT, nullptr, 0);
-    const std::string dir_path = url_part(base.get(), CURLUPART_PATH, CURLU_URLDECODE);
-    const std::string host = lower(url_part(base.get(), CURLUPART_HOST));
-    const std::string port = url_part(base.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
-    const std::string base_url = url_part(base.get(), CURLUPART_URL);
+    auto page = parse_url(page_url);
+    if (!page) throw Error(Code::BadValue, where + ": not an absolute URL");
+    if (page->scheme != "http" && page->scheme != "https") throw Error(Code::BadValue, where + ": not an http(s) URL");
+    // The directory the page lists: the page's path when it ends with '/', else that path plus
+    // '/' (a directory URL without its trailing slash).
+    std::string dir_raw = page->path;
+    if (dir_raw.back() != '/') dir_raw += '/';
+    auto base = parse_url(dir_raw, page_url);
+    if (!base) throw Error(Code::BadValue, where + ": not an absolute URL");
+    const std::string& dir_path = base->path_decoded;
 
     if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
         throw Error(Code::BadValue, where + ": index page of " + std::to_string(body.size()) + " bytes is too large");
     // UTF-8 unless the page says otherwise: nginx sends no charset, names are UTF-8 bytes.
-    std::unique_ptr<xmlDoc, DocFree> doc(htmlReadMemory(
-        body.data(), static_cast<int>(body.size()), base_url.c_str(), "UTF-8",
+    std::unique_ptr<htmlParserCtxt, ParserFree> parser(htmlNewParserCtxt());
+    if (!parser) throw Error(Code::BadValue, where + ": cannot create an HTML parser");
+    std::unique_ptr<xmlDoc, DocFree> doc(htmlCtxtReadMemory(
+        parser.get(), body.data(), static_cast<int>(body.size()), base->url.c_str(), "UTF-8",
         HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET | HTML_PARSE_COMPACT));
+    // Recoverable HTML errors are normal on index pages; a fatal one (e.g. "Excessive depth in
+    // document") stops libxml2 mid-page, and a partial listing must not pass for the whole one.
+    if (parser->lastError.level == XML_ERR_FATAL) {
+        std::string why = parser->lastError.message != nullptr ? parser->lastError.message : "fatal parser error";
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+        throw Error(Code::BadValue, where + ": index page cannot be parsed: " + why);
+    }
     if (!doc || xmlDocGetRootElement(doc.get()) == nullptr)
         throw Error(Code::BadValue, where + ": index page is not HTML (" + std::to_string(body.size()) + " bytes)");
-    PageScan page;
-    scan(xmlDocGetRootElement(doc.get()), page);
+    PageScan scanned;
+    scan(xmlDocGetRootElement(doc.get()), scanned);
 
     std::vector<IndexEntry> out;
     std::set<std::string> seen;
-    for (const Link& link : page.links) {
-        UrlHandle u(curl_url_dup(base.get()));
-        if (!u || curl_url_set(u.get(), CURLUPART_URL, link.href.c_str(),
-                               CURLU_ALLOW_SPACE | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
-            continue;  // not a URL at all (e.g. "javascript:" is fine, "http://[" is not)
-        if (lower(url_part(u.get(), CURLUPART_SCHEME)) != scheme || lower(url_part(u.get(), CURLUPART_HOST)) != host ||
-            url_part(u.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT) != port || !url_part(u.get(), CURLUPART_QUERY).empty())
+    for (const Link& link : scanned.links) {
+        auto target = parse_url(link.href, base->url);
+        if (!target) continue;  // not a URL at all
+        if (target->scheme != base->scheme || target->host != base->host || target->port != base->port ||
+            !target->query.empty())
             continue;
-        std::string path = url_part(u.get(), CURLUPART_PATH, CURLU_URLDECODE);
+        const std::string& path = target->path_decoded;
         if (path.size() <= dir_path.size() || path.compare(0, dir_path.size(), dir_path) != 0) continue;
         std::string name = path.substr(dir_path.size());
         bool directory = name.back() == '/';
         if (directory) name.pop_back();
         if (!valid_entry_name(name) || !seen.insert(name).second) continue;
         IndexEntry e{name, directory, std::nullopt};
-        if (!directory && !page.foreign_layout) e.size = nginx_size(link.text_after);
+        if (!directory && !scanned.foreign_layout) e.size = nginx_size(link.text_after);
         out.push_back(std::move(e));
     }
     return out;

@@ -6,8 +6,8 @@
 //   - nginx `autoindex_format json`: [{"name", "type": "file"|"directory", "mtime", "size"}];
 //   - Apache mod_autoindex HTML (FancyIndexing <pre>, HTMLTable <table>, or a plain <ul>):
 //     sizes rounded ("1.2M"), so never taken.
-// Pure: no network. HTML through libxml2's HTML parser, URLs through libcurl's URL API, JSON
-// through nlohmann-json.
+// Pure: no network. HTML through libxml2's HTML parser, URLs through remote/url_parts (libcurl's
+// URL API), JSON through nlohmann-json.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,12 @@ struct IndexEntry {
 /// direct child of the page's directory on the same scheme, host and port, without a query:
 /// parent links, sort links ("?C=N;O=D"), fragments, links to other hosts or outside the directory
 /// and deeper paths are skipped. Names come from the href, URL-decoded (never from the link
-/// text, which nginx cuts); a trailing '/' marks a directory. Sizes are set only on pages in
-/// nginx's layout with exact byte counts (`autoindex_exact_size on`, the default), never from
-/// Apache's rounded sizes. Duplicate names keep the first. Entries keep page order.
+/// text, which nginx cuts); a trailing '/' marks a directory. Sizes are set only for files
+/// listed in nginx's layout ("<hr><pre><a href=..>..</a>  DD-Mon-YYYY HH:MM  BYTES", as
+/// ngx_http_autoindex_module writes it) with an exact byte count (`autoindex_exact_size on`, the
+/// default), on a page without <img>, <table>, <address> or "?" links (Apache's markers), so
+/// Apache's rounded sizes ("1.2M") are never taken. Duplicate names keep the first. Entries
+/// keep page order.
 /// Throws gguf::Error(Code::BadValue) naming the page URL (without query) when the page is
 /// not HTML that libxml2 can parse or `page_url` is not an absolute http(s) URL.
 std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url);
@@ -55,10 +58,5 @@ std::vector<IndexEntry> parse_index_json(std::string_view body, const std::strin
 /// first non-blank byte of the body ('[' JSON, '<' HTML). Throws gguf::Error(Code::BadValue)
 /// naming the page URL when neither applies.
 std::vector<IndexEntry> parse_index(std::string_view body, std::string_view content_type, const std::string& page_url);
-
-/// `url` without userinfo, query and fragment, for messages and logs ("a query string may hold
-/// a signature"): "https://u:p@h/x?sig=1#f" -> "https://h/x". A string libcurl cannot parse as a
-/// URL is cut at the first '?' or '#'.
-std::string url_for_message(const std::string& url);
 
 }  // namespace gguf_mount::remote

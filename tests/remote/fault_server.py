@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
 """HTTP/1.1 test server with injectable faults (stdlib only), for gguf-mount's remote tests.
 
-Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG
+Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG [PORT]
 
-Serves the files under ROOT on 127.0.0.1 (port chosen by the kernel, written to PORT_FILE once
-listening) with keep-alive, HEAD, ETag and single-range Range requests (RFC 9110 14.1.2:
+Serves the files under ROOT on 127.0.0.1 (on PORT, or when it is absent or 0 on a port the kernel
+chooses; written to PORT_FILE once listening) with keep-alive, HEAD, ETag and single-range Range requests (RFC 9110 14.1.2:
 "bytes=a-b", "bytes=a-", "bytes=-n"; an unsatisfiable range gets 416 with "Content-Range: bytes
 */SIZE"; several ranges are answered with the whole body, as a server may).
 
 RULES_FILE is re-read on every request: {"generation": G, "rules": [RULE, ...]} (or a bare
 array of rules), each {"path": "/x" or "*",
-"fault": KIND, "times": N (default -1 = every matching request), ...}. The first rule that
-matches the path and still has uses left applies. Kinds: stall (seconds, after_bytes), drop
+"fault": KIND, "skip": S (default 0), "times": N (default -1 = every matching request), ...}:
+the rule lets its first S matching requests through, then applies to the next N. Rules are
+tried in order and each counts the matching requests it sees; the first that applies wins and
+the rules after it do not see that request. Kinds: stall (seconds, after_bytes), drop
 (after_bytes), status (status), retry_after (seconds), etag (etag), ignore_range, redirect
 (location). Counters restart whenever the file's content
 changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
-in tests/remote/servers.cpp.
+in tests/remote/servers.cpp, plus "seq", the request's arrival number (lines are written when a
+response ends, so concurrent requests may be logged out of arrival order).
 """
 
 import email.utils
@@ -32,11 +35,13 @@ import time
 import urllib.parse
 
 ROOT, RULES_FILE, PORT_FILE, ACCESS_LOG = sys.argv[1:5]
+PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 
 _lock = threading.Lock()
 _rules_text = None
 _rules = []
 _uses = []
+_seq = 0
 
 
 def take_fault(path):
@@ -57,9 +62,10 @@ def take_fault(path):
             if rule.get("path", "*") not in ("*", path):
                 continue
             times = rule.get("times", -1)
-            if times >= 0 and _uses[i] >= times:
-                continue
+            skip = rule.get("skip", 0)
             _uses[i] += 1
+            if _uses[i] <= skip or (times >= 0 and _uses[i] > skip + times):
+                continue
             return rule
     return None
 
@@ -93,6 +99,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _log(self, status, body_bytes, header_bytes):
         entry = {
+            "seq": self._seq,
             "port": str(self.server.server_address[1]),
             "method": self.command,
             "uri": self.path,
@@ -128,6 +135,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):
+        global _seq
+        with _lock:
+            _seq += 1
+            self._seq = _seq
         path = urllib.parse.urlsplit(self.path).path
         rule = take_fault(path)
         kind = rule.get("fault") if rule else None
@@ -202,7 +213,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", PORT), Handler)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(str(server.server_address[1]))

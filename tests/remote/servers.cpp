@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,7 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.authorization = str_field(j, "authorization");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
+        e.seq = to_u64(j.value("seq", nlohmann::json(0)));
         out.push_back(std::move(e));
     }
     return out;
@@ -94,6 +96,12 @@ std::vector<AccessEntry> wait_log_entries(const std::string& path, size_t n, std
 }
 
 }  // namespace
+
+size_t count_data_requests(const std::vector<AccessEntry>& log) {
+    return static_cast<size_t>(std::count_if(log.begin(), log.end(), [](const AccessEntry& e) {
+        return e.method == "GET" && (e.status == 200 || e.status == 206) && e.body_bytes_sent > 0;
+    }));
+}
 
 // --- ChildProcess ------------------------------------------------------------------------------
 
@@ -252,6 +260,7 @@ std::string NginxServer::config_text() const {
       << "  sendfile on;\n"
       << "  keepalive_requests 100000;\n";
     if (options_.limit_rate > 0) c << "  limit_rate " << options_.limit_rate << ";\n";
+    c << options_.extra_http_config << "\n";
     auto server = [&](uint16_t port, bool tls) {
         c << "  server {\n"
           << "    listen 127.0.0.1:" << port << (tls ? " ssl http2" : "") << ";\n"
@@ -281,10 +290,14 @@ bool NginxServer::start(std::string* error) {
         return false;
     }
     if (options_.tls && ca_file_.empty() && !make_certificate(error)) return false;
-    // A free port can be taken between free_port() and nginx's bind: retry a few times.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-        port_ = free_port();
-        https_port_ = options_.tls ? free_port() : 0;
+    // A restart keeps its ports (clients keep their URLs). A fresh free port can be taken
+    // between free_port() and nginx's bind: retry a few times with new ones.
+    const bool restart = port_ != 0;
+    for (int attempt = 0; attempt < (restart ? 1 : 5); ++attempt) {
+        if (!restart) {
+            port_ = free_port();
+            https_port_ = options_.tls ? free_port() : 0;
+        }
         const std::string conf = dir_ / "nginx.conf";
         gguf_test::write_file(conf, config_text());
         std::error_code ec;
@@ -303,7 +316,7 @@ bool NginxServer::start(std::string* error) {
         if (up) return true;
         process_.stop();
         std::string log = error_log() + slurp(dir_ / "stdout.log");
-        if (log.find("Address already in use") != std::string::npos) continue;
+        if (!restart && log.find("Address already in use") != std::string::npos) continue;
         if (error) *error = "nginx did not start: " + log;
         return false;
     }
@@ -353,8 +366,12 @@ bool FaultServer::start(std::string* error) {
         return false;
     }
     const std::string port_file = dir_ / "port";
-    set_rules(nlohmann::json::array());
-    if (!process_.start({python, fault_server_script(), root_, dir_ / "rules.json", port_file, dir_ / "access.log"},
+    std::error_code ec;
+    fs::remove(port_file, ec);
+    if (generation_ == 0) set_rules(nlohmann::json::array());
+    // A restart asks for the port it had (clients keep their URLs); the first start takes any.
+    if (!process_.start({python, fault_server_script(), root_, dir_ / "rules.json", port_file, dir_ / "access.log",
+                         std::to_string(port_)},
                         dir_ / "output.log", error))
         return false;
     auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -381,10 +398,15 @@ void FaultServer::set_rules(const nlohmann::json& rules) {
 
 std::string FaultServer::base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
-std::vector<AccessEntry> FaultServer::access_log() const { return parse_access_log(slurp(dir_ / "access.log")); }
+std::vector<AccessEntry> FaultServer::access_log() const {
+    auto entries = parse_access_log(slurp(dir_ / "access.log"));
+    std::stable_sort(entries.begin(), entries.end(), [](const AccessEntry& a, const AccessEntry& b) { return a.seq < b.seq; });
+    return entries;
+}
 
 std::vector<AccessEntry> FaultServer::wait_access_log(size_t n, std::chrono::milliseconds timeout) const {
-    return wait_log_entries(dir_ / "access.log", n, timeout);
+    wait_log_entries(dir_ / "access.log", n, timeout);
+    return access_log();
 }
 
 void FaultServer::clear_access_log() const { ::truncate((dir_ / "access.log").c_str(), 0); }

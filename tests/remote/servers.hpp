@@ -30,8 +30,13 @@ struct AccessEntry {
     std::string authorization;    // the Authorization header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
+    uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0
     bool has_authorization() const { return !authorization.empty(); }
 };
+
+/// Number of data requests among `log`: GETs answered 200 or 206 with a non-empty body (what a
+/// cached read must not cause; HEAD, redirects, errors and empty bodies do not count).
+size_t count_data_requests(const std::vector<AccessEntry>& log);
 
 /// Parses one access-log file of JSON lines (the format both servers write). Lines that are
 /// not JSON objects fail the current test and are skipped.
@@ -81,6 +86,8 @@ struct NginxOptions {
     /// Raw nginx directives placed inside every server block after the standard locations, e.g.
     /// "location /api/ { default_type application/json; add_header Link '<...>; rel=\"next\"'; }".
     std::string extra_server_config;
+    /// Raw nginx directives placed in the http block before the server blocks (e.g. `map`).
+    std::string extra_http_config;
 };
 
 /// Debian's nginx run as `nginx -c CONF -p PREFIX` with `daemon off;` as a child of the test,
@@ -104,6 +111,7 @@ public:
 
     /// Writes the config (and, with TLS, a key + self-signed cert for 127.0.0.1 via
     /// `openssl req -x509`), starts nginx and waits until its port(s) accept connections.
+    /// After stop(), start() again serves on the same port(s) ("the server is back").
     /// Returns false with *error (including nginx's error log) on failure.
     bool start(std::string* error);
     /// Stops nginx (SIGTERM to its master PID, SIGKILL after 5 s) and reaps it. Idempotent.
@@ -145,8 +153,8 @@ private:
 /// tests/remote/fault_server.py run by python3: an HTTP/1.1 server (keep-alive, single-range
 /// Range requests, HEAD, ETag) over `root`, bound to 127.0.0.1 on a port it picks itself.
 /// Faults are rules in a JSON file the server re-reads on every request (set_rules());
-/// each rule matches a path (exact, or "*") and applies to the next `times` matching requests
-/// (-1 = all). Kinds and their fields:
+/// each rule matches a path (exact, or "*"), lets its first `skip` matching requests through
+/// (default 0) and applies to the next `times` ones (default -1 = all). Kinds and their fields:
 ///   {"fault": "stall", "seconds": S, "after_bytes": N}  sleeps S s after N body bytes
 ///                                                        (no after_bytes: before the headers)
 ///   {"fault": "drop", "after_bytes": N}                  sends headers + N body bytes, closes
@@ -165,7 +173,8 @@ public:
 
     /// True when python3 is installed; else false with *why.
     static bool available(std::string* why);
-    /// Starts the server and waits until it listens. False with *error on failure.
+    /// Starts the server and waits until it listens; after stop(), start() again listens on
+    /// the same port and keeps the rules. False with *error on failure.
     bool start(std::string* error);
     /// Stops the server by its PID and reaps it. Idempotent.
     void stop();
@@ -175,7 +184,7 @@ public:
 
     uint16_t port() const { return port_; }
     std::string base_url() const;
-    /// All requests logged so far (each is logged after its response was sent).
+    /// All requests logged so far (each is logged after its response was sent), in arrival order.
     std::vector<AccessEntry> access_log() const;
     /// Waits until at least `n` requests are logged; returns the entries read last.
     std::vector<AccessEntry> wait_access_log(size_t n,

@@ -86,6 +86,13 @@ TEST_F(NginxHarness, RangedGetReturns206WithTheRightBytesAndIsLogged) {
     EXPECT_EQ(log[1].range, "");
     EXPECT_EQ(log[1].authorization, "Bearer hf_secret");
     EXPECT_EQ(log[1].body_bytes_sent, 300000u);
+    HttpRequest head;
+    head.head = true;
+    EXPECT_EQ(remote_test::http_get(server.base_url() + "/model.gguf", head).status, 200);
+    EXPECT_EQ(remote_test::http_get(server.base_url() + "/missing.gguf").status, 404);
+    log = server.wait_access_log(4);
+    ASSERT_EQ(log.size(), 4u);
+    EXPECT_EQ(remote_test::count_data_requests(log), 2u);
     server.clear_access_log();
     EXPECT_TRUE(server.access_log().empty());
 }
@@ -178,6 +185,12 @@ TEST_F(NginxHarness, StopEndsItsProcessAndFreesThePort) {
     server.stop();
     EXPECT_FALSE(remote_test::wait_port(port, std::chrono::milliseconds(200)));
     server.stop();  // idempotent
+    // The server comes back on the same port: the same URL works again.
+    ASSERT_TRUE(server.start(&error)) << error;
+    EXPECT_EQ(server.port(), port);
+    auto r = remote_test::http_get(server.base_url() + "/model.gguf", HttpRequest{"0-3"});
+    EXPECT_EQ(r.status, 206);
+    EXPECT_EQ(r.body, content_.substr(0, 4));
 }
 
 class FaultHarness : public ::testing::Test {
@@ -242,6 +255,15 @@ TEST_F(FaultHarness, StallBeforeHeadersAndMidBody) {
     EXPECT_EQ(cut.body, content_.substr(0, 1000));
 }
 
+TEST_F(FaultHarness, SkipLetsTheFirstRequestsThrough) {
+    server_->set_rules(json::array({{{"path", "/m.gguf"}, {"fault", "status"}, {"status", 502}, {"skip", 2}, {"times", 1}}}));
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 502);
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
+    EXPECT_EQ(remote_test::http_get(server_->base_url() + "/other", HttpRequest{"0-0"}).status, 404);
+}
+
 TEST_F(FaultHarness, DropClosesTheConnectionMidBody) {
     server_->set_rules(json::array({{{"path", "/m.gguf"}, {"fault", "drop"}, {"after_bytes", 4096}}}));
     auto r = remote_test::http_get(url_, HttpRequest{"0-99999"});
@@ -276,16 +298,26 @@ TEST_F(FaultHarness, StatusRetryAfterEtagIgnoreRangeAndRedirect) {
     EXPECT_FALSE(normal.header("etag").empty());
     auto log = server_->wait_access_log(6);
     ASSERT_EQ(log.size(), 6u);
+    EXPECT_EQ(log[0].seq, 1u);
+    EXPECT_EQ(log[5].seq, 6u);
     EXPECT_EQ(log[0].status, 503);
     EXPECT_EQ(log[1].status, 429);
     EXPECT_EQ(log[3].status, 200);
     EXPECT_EQ(log[4].status, 302);
 }
 
-TEST_F(FaultHarness, StopEndsThePythonProcess) {
-    const pid_t port = server_->port();
+TEST_F(FaultHarness, StopEndsThePythonProcessAndStartComesBackOnThePort) {
+    server_->set_rules(json::array({{{"fault", "status"}, {"status", 500}}}));
+    const uint16_t port = server_->port();
     server_->stop();
-    EXPECT_FALSE(remote_test::wait_port(static_cast<uint16_t>(port), std::chrono::milliseconds(200)));
+    EXPECT_FALSE(remote_test::wait_port(port, std::chrono::milliseconds(200)));
+    EXPECT_NE(remote_test::http_get(url_).curl_code, CURLE_OK);
+    std::string error;
+    ASSERT_TRUE(server_->start(&error)) << error;
+    EXPECT_EQ(server_->port(), port);
+    EXPECT_EQ(remote_test::http_get(url_).status, 500);  // rules survive the restart
+    server_->set_rules(json::array());
+    EXPECT_EQ(remote_test::http_get(url_, HttpRequest{"0-0"}).status, 206);
 }
 
 }  // namespace

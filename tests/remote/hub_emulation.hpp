@@ -1,0 +1,93 @@
+// An emulation of the Hugging Face Hub's endpoints for the remote tests, served by two nginx
+// instances on 127.0.0.1 from generated files (formats: see remote/hub.hpp):
+//   API port (HF_ENDPOINT = endpoint()):
+//     GET /api/models/ORG/REPO/revision/REV          -> {"id": "ORG/REPO", "sha": COMMIT}
+//     GET /api/models/ORG/REPO/tree/REV[/DIR]?recursive=true[&cursor=N]
+//                                                    -> a page of at most page_size entries,
+//                                                       Link: <...&cursor=N+1>; rel="next" while more
+//     GET /ORG/REPO/resolve/REV/PATH                 -> LFS files: 302 to the CDN port
+//                                                       (/blobs/SHA256?X-Amz-Signature=...), with
+//                                                       X-Repo-Commit, X-Linked-Etag, X-Linked-Size;
+//                                                       other files: 200 from the API port itself
+//   CDN port: /blobs/SHA256 with Range support, no token needed (a signed URL on the real Hub).
+// REV is any of the revision names or the commit sha. With required_token set, every API and
+// resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo.
+// Both access logs record the Authorization header, so tests check where the token went.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remote/servers.hpp"
+
+namespace remote_test {
+
+/// One file of the emulated repo.
+struct HubRepoFile {
+    std::string path;        // repo-relative, '/'-separated ("Q4_K_M/m-00001-of-00002.gguf")
+    std::string local_file;  // absolute path of the bytes to serve (symlinked, not copied)
+    bool lfs = true;         // LFS files are redirected to the CDN port; others served directly
+};
+
+/// The emulated repo and server behaviour.
+struct HubRepoSpec {
+    std::string org = "test-org";
+    std::string repo = "test-repo";
+    std::string commit = "0123456789abcdef0123456789abcdef01234567";  // 40 hex digits
+    std::vector<std::string> revisions = {"main"};                      // names that resolve to commit
+    std::vector<HubRepoFile> files;
+    size_t page_size = 2;                         // tree entries per page (>= 1)
+    std::optional<std::string> required_token;    // API and resolve need "Bearer <token>"
+    uint64_t cdn_limit_rate = 0;                  // bytes/s per CDN connection, 0 = none
+};
+
+/// One entry the emulation lists in its tree pages (what a parser must get back).
+struct HubEmulatedEntry {
+    std::string path;
+    bool directory = false;
+    uint64_t size = 0;
+    std::string sha256;  // content sha256 for files, "" for directories
+    bool lfs = false;
+};
+
+/// Two nginx servers (API + CDN) emulating one Hub repo; stopped by their PIDs on destruction.
+class HubEmulation {
+public:
+    explicit HubEmulation(HubRepoSpec spec);
+    ~HubEmulation();
+    HubEmulation(const HubEmulation&) = delete;
+    HubEmulation& operator=(const HubEmulation&) = delete;
+
+    /// True when nginx is installed; else false with *why (tests skip).
+    static bool available(std::string* why);
+    /// Generates the files and starts the CDN, then the API server. False with *error on failure
+    /// (bad spec: paths with quotes, '$', '\\', control characters, "." or ".." segments).
+    bool start(std::string* error);
+    void stop();
+
+    /// "http://127.0.0.1:API_PORT": the value for HF_ENDPOINT.
+    std::string endpoint() const;
+    /// "http://127.0.0.1:CDN_PORT".
+    std::string cdn_base_url() const;
+    NginxServer& api() { return *api_; }
+    NginxServer& cdn() { return *cdn_; }
+    const HubRepoSpec& spec() const { return spec_; }
+    /// Every file and directory of the repo, sorted by path, as the tree pages list them.
+    const std::vector<HubEmulatedEntry>& entries() const { return entries_; }
+    /// Number of tree pages the listing of `dir` ("" = root) takes.
+    size_t page_count(const std::string& dir) const;
+
+private:
+    bool generate(std::string* error);
+    std::vector<const HubEmulatedEntry*> listing(const std::string& dir) const;
+    HubRepoSpec spec_;
+    gguf_test::TempDir dir_;
+    std::vector<HubEmulatedEntry> entries_;
+    std::unique_ptr<NginxServer> api_;
+    std::unique_ptr<NginxServer> cdn_;
+};
+
+}  // namespace remote_test
