@@ -33,6 +33,7 @@
 #include "gguf/split_plan.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/url_parts.hpp"
 #include "remote/index.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"

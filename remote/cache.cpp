@@ -1,5 +1,6 @@
 #include "remote/index.hpp"
 #include "remote/cache.hpp"
+#include "remote/url_parts.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

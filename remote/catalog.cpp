@@ -1,5 +1,6 @@
 #include "remote/index.hpp"
 #include "remote/catalog.hpp"
+#include "remote/url_parts.hpp"
 
 #include <unistd.h>
 

@@ -1,6 +1,7 @@
 #include "remote/http.hpp"
 
 #include "remote/index.hpp"
+#include "remote/url_parts.hpp"
 
 #include <curl/curl.h>
 

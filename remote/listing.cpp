@@ -6,6 +6,7 @@
 
 #include "gguf/error.hpp"
 #include "remote/index.hpp"
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 

@@ -1,5 +1,6 @@
 #include "remote/index.hpp"
 #include "remote/source.hpp"
+#include "remote/url_parts.hpp"
 
 #include <unistd.h>
 
