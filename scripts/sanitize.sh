@@ -2,11 +2,11 @@
 # Builds gguf-mount and its tests with AddressSanitizer + UndefinedBehaviorSanitizer (Debug,
 # g++) into build-asan/ and runs the tests there. Any sanitizer report fails the test that
 # triggered it (UBSan halts on the first error; LeakSanitizer checks every test process).
-# Usage: scripts/sanitize.sh [ctest label regex]      (default: unit|cli|mount)
+# Usage: scripts/sanitize.sh [ctest label regex]      (default: unit|cli|mount|remote)
 # Mount tests skip themselves (exit 77) where /dev/fuse or fusermount3 is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-labels=${1:-"unit|cli|mount"}
+labels=${1:-"unit|cli|mount|remote"}
 build=build-asan
 flags="-fsanitize=address,undefined -fno-omit-frame-pointer"
 
