@@ -317,6 +317,7 @@ int run_mount(int argc, char** argv) {
         // run_session adds the mount's root as well.
         struct stat mount_st {};
         if (::stat(mountpoint.c_str(), &mount_st) == 0) copt.skip.emplace_back(mount_st.st_dev, mount_st.st_ino);
+        copt.skip_paths.push_back(real_path(mountpoint));
         live = std::make_unique<fs::LiveFilesystem>(source, copt);
     }
     fs::RescanResult first;

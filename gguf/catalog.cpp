@@ -452,6 +452,10 @@ private:
         for (const std::string& name : names) {
             const std::string full = abs + "/" + name;
             const std::string rp = join(rel, name);
+            if (std::find(options_.skip_paths.begin(), options_.skip_paths.end(), full) != options_.skip_paths.end()) {
+                real_names->insert(name);  // taken: no virtual file gets the mount point's name
+                continue;
+            }
             struct stat lst {};
             if (::lstat(full.c_str(), &lst) != 0) {
                 int e = errno;

@@ -189,6 +189,11 @@ struct CatalogOptions {
     /// through links: a mount point inside SOURCE (its directory before mounting, and the root of
     /// the mount once mounted), so a mount never scans itself (README "Mount point rules").
     std::vector<std::pair<dev_t, ino_t>> skip;
+    /// The same by path (absolute, symlink-free: SOURCE + "/" + names as walked): never even
+    /// lstat()ed. A stat of the mount point would be a request to this very daemon; one issued
+    /// while the session is ending is never answered and the daemon cannot exit (seen as a test
+    /// run waiting forever on a daemon whose last thread sat in the kernel's FUSE request wait).
+    std::vector<std::string> skip_paths;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.
