@@ -59,14 +59,10 @@ RescanResult LiveFilesystem::rescan() {
             // A remote SOURCE that cannot be reached now (a periodic revalidation during an
             // outage) keeps what it serves: open files keep their cached blocks, and the
             // next revalidation that reaches the server publishes what it finds.
+            // The other paths' reported problems stay as they are: nothing was scanned.
             RescanResult kept;
             gguf::Problem p{".", std::string(e.what()) + "; still serving the last version found"};
-            std::map<std::string, std::set<std::string>> now;
-            const std::string key = problem_key(p);
-            auto old = reported_.find(p.path);
-            if (old == reported_.end() || !old->second.count(key)) kept.new_problems.push_back(p);
-            now[p.path].insert(key);
-            reported_ = std::move(now);
+            if (reported_[p.path].insert(problem_key(p)).second) kept.new_problems.push_back(std::move(p));
             return kept;
         }
         // SOURCE itself is gone or unusable: serve an empty root (keeping its attributes) and
