@@ -531,6 +531,15 @@ TEST_F(RemoteMount, RevalidationDuringAnOutageKeepsServingTheLastVersion) {
     const std::string merged = mnt_ + "/dense.gguf";
     const ino_t ino = inode_of(merged);
     ASSERT_NE(ino, 0u);
+    // A revalidation of cached files is one HEAD per shard and no data request.
+    const size_t gets = data_requests(nginx_->access_log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+    auto seen = nginx_->access_log();
+    EXPECT_EQ(data_requests(seen), gets);
+    size_t heads = 0;
+    for (const auto& e : seen) heads += e.method == "HEAD";
+    EXPECT_GE(heads, 6u);   // 3 shards, at least 2 revalidations
+    EXPECT_LE(heads, 12u);  // at most 4 in 2.3 s (one per period after each rescan)
     nginx_->stop();
     EXPECT_TRUE(eventually([&] { return !mount_test::lines_with(log(), "still serving the last version").empty(); }))
         << log();
