@@ -139,6 +139,9 @@ cxxopts::Options make_options() {
          cxxopts::value<std::string>(), "FILE")
         ("net-timeout", "remote SOURCE: connect timeout and stall limit in seconds; also bounds the retries of "
                         "one request", cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
+        ("revalidate", "remote SOURCE: ask the server again every SECONDS (a HEAD per file, the index pages): a "
+                       "changed file appears as a new version, a server down at mount is retried; 0: only on SIGHUP",
+         cxxopts::value<unsigned>()->default_value("60"), "SECONDS")
         ("n", "ignored (mount(8) compatibility)")
         ("h,help", "print this help")
         ("V,version", "print the version")
@@ -234,6 +237,7 @@ int run_mount(int argc, char** argv) {
     std::unique_ptr<fs::LiveFilesystem> live;
     std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
     bool single_set = true;
+    std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
 #ifdef GGUF_MOUNT_WITH_REMOTE
     std::shared_ptr<remote::RemoteContext> remote_context;
     if (remote::is_http_url(source_arg)) {
@@ -242,6 +246,8 @@ int run_mount(int argc, char** argv) {
         if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
         if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
         ro.offline = args.count("offline") > 0;
+        // Offline, the server is never asked: there is nothing to revalidate.
+        if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
         try {
             if (args.count("cache-max-size")) {
                 ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
@@ -362,6 +368,7 @@ int run_mount(int argc, char** argv) {
         so.foreground = args.count("foreground") > 0 || so.debug;
         so.single_thread = args.count("single-thread") > 0;
         so.readahead_kb = readahead_kb;
+        so.watch.revalidate = revalidate;
         so.before_daemonize = [level] {
             spdlog::drop(kProgram);
             setup_logging(level, true);

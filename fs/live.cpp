@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <atomic>
 #include <cctype>
@@ -53,6 +54,17 @@ RescanResult LiveFilesystem::rescan() {
     try {
         catalog = build_ ? build_() : gguf::build_catalog(source_, options_);
     } catch (const gguf::Error& e) {
+        std::shared_ptr<const Snapshot> served = current();
+        if (build_ && e.code() == gguf::Code::Io && e.sys_errno() != ENOENT && served->file_count() > 0) {
+            // A remote SOURCE that cannot be reached now (a periodic revalidation during an
+            // outage) keeps what it serves: open files keep their cached blocks, and the
+            // next revalidation that reaches the server publishes what it finds.
+            // The other paths' reported problems stay as they are: nothing was scanned.
+            RescanResult kept;
+            gguf::Problem p{".", std::string(e.what()) + "; still serving the last version found"};
+            if (reported_[p.path].insert(problem_key(p)).second) kept.new_problems.push_back(std::move(p));
+            return kept;
+        }
         // SOURCE itself is gone or unusable: serve an empty root (keeping its attributes) and
         // watch the path so that its return is noticed.
         std::shared_ptr<const Snapshot> old = current();

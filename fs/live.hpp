@@ -57,7 +57,11 @@ public:
     /// whose masked reason (problem_key: long numbers masked, so a shard that keeps growing during a
     /// download is reported once) was not yet reported for their path while the path kept
     /// having a problem; once a path scans clean it is forgotten. Catalog notes (access
-    /// narrowed, rule 8) are reported once the same way, in new_notes. Never throws for
+    /// narrowed, rule 8) are reported once the same way, in new_notes. A catalog builder
+    /// (with_builder: a remote URL) that throws gguf::Error(Io) with an errno other than ENOENT
+    /// (server unreachable) while files are served keeps the current snapshot unchanged and
+    /// reports "...; still serving the last version found" once; ENOENT (404/410) empties the
+    /// root like a vanished local SOURCE. Never throws for
     /// problems in SOURCE; may throw std::bad_alloc.
     RescanResult rescan();
 

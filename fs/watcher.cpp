@@ -240,6 +240,8 @@ void Watcher::run() {
     if (any_watched_path_changed()) rescan_and_notify("changed while starting");
 
     auto next_poll = Clock::now() + options_.poll_interval;
+    const bool revalidating = options_.revalidate.count() > 0;
+    auto next_revalidate = Clock::now() + options_.revalidate;
     bool dirty = false;
     Clock::time_point first_event{}, last_event{};
     while (!stopping_) {
@@ -249,6 +251,8 @@ void Watcher::run() {
             auto settle_at = std::min(last_event + options_.settle, first_event + options_.max_settle);
             wait = settle_at > now ? settle_at - now : Clock::duration::zero();
         }
+        if (revalidating) wait = std::min<Clock::duration>(wait, next_revalidate > now ? next_revalidate - now
+                                                                                       : Clock::duration::zero());
         pollfd fds[2] = {{wake_read_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
         int timeout_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + 1;
         int rc = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1, timeout_ms);
@@ -272,6 +276,8 @@ void Watcher::run() {
         if (requested) {
             spdlog::info("{}: rescan requested (SIGHUP)", live_.source());
             rescan_and_notify("requested");
+        } else if (revalidating && now >= next_revalidate) {
+            rescan_and_notify("revalidate");
         } else if (dirty && (now >= last_event + options_.settle || now >= first_event + options_.max_settle)) {
             rescan_and_notify("inotify");
         } else if (!dirty && now >= next_poll) {
@@ -283,6 +289,7 @@ void Watcher::run() {
         }
         dirty = false;
         next_poll = Clock::now() + options_.poll_interval;
+        if (revalidating) next_revalidate = Clock::now() + options_.revalidate;  // every rescan revalidates
     }
 }
 

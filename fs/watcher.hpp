@@ -14,7 +14,12 @@
 //  2. every `poll_interval`, a stat() of every file and directory the last scan looked at
 //     (size, mtime, ctime, inode, mode, owner), which also catches what inotify cannot see:
 //     link targets outside SOURCE (Hugging Face blobs), in-place writes, network file systems;
-//  3. request_rescan() (SIGHUP), immediately.
+//  3. request_rescan() (SIGHUP), immediately;
+//  4. every `revalidate` (when not zero), an unconditional rescan: for sources that nothing local
+//     can watch (remote URLs, remote/catalog.hpp and remote/listing.hpp): the catalog builder asks
+//     the server again (a HEAD per cached file, the index pages), so a file changed on the server
+//     appears as a new generation and a server that was down at mount is retried. The rescan
+//     runs on this thread only: reads never wait for it.
 // So a set that becomes complete is served within poll_interval + rescan time at worst
 // (about 1 s), typically within settle + rescan time.
 #pragma once
@@ -55,6 +60,7 @@ public:
         std::chrono::milliseconds poll_interval{1000};  // stat() poll of every watched path
         std::chrono::milliseconds settle{100};          // quiet time after an inotify event
         std::chrono::milliseconds max_settle{500};      // rescan at the latest this long after one
+        std::chrono::milliseconds revalidate{0};        // unconditional rescan period (0: never)
     };
 
     /// Creates the wake pipe (so wake_fd() is usable at once, e.g. by a signal handler installed

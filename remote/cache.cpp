@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -109,6 +110,7 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
     }
     make_dirs(dir_);
     make_dir(dir_ + "/meta");
+    make_dir(dir_ + "/listings");
     make_dir(dir_ + "/objects");
     int fd = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) throw std::runtime_error(dir_ + "/lock: cannot create: " + std::strerror(errno));
@@ -126,6 +128,13 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
 }
 
 std::string BlockCache::default_dir() {
+    // systemd's CacheDirectory=gguf-mount sets CACHE_DIRECTORY=/var/cache/gguf-mount (several
+    // directories are separated by ':'; the first is ours).
+    if (const char* sd = std::getenv("CACHE_DIRECTORY"); sd && *sd == '/') {
+        std::string first(sd);
+        first = first.substr(0, first.find(':'));
+        if (first.size() > 1) return first;
+    }
     const char* xdg = std::getenv("XDG_CACHE_HOME");
     if (xdg && *xdg == '/') return std::string(xdg) + "/gguf-mount";
     const char* home = std::getenv("HOME");
@@ -236,6 +245,22 @@ void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const
     try {
         std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
         write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(url_for_message(url)), text.data(), text.size());
+    } catch (...) {
+    }
+}
+
+std::optional<std::string> BlockCache::load_listing(const std::string& url) const {
+    std::ifstream in(dir_ + "/listings/" + sha256_hex(url_for_message(url)), std::ios::binary);
+    if (!in) return std::nullopt;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) return std::nullopt;
+    return text;
+}
+
+void BlockCache::save_listing(const std::string& url, const std::string& text) const noexcept {
+    try {
+        write_durably(dir_ + "/listings", dir_ + "/listings/" + sha256_hex(url_for_message(url)), text.data(),
+                      text.size());
     } catch (...) {
     }
 }

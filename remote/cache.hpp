@@ -3,6 +3,8 @@
 // Layout under DIR (mode 0700: a private repository's bytes land here):
 //   DIR/v1/lock                      flock(LOCK_EX) while evicting
 //   DIR/v1/meta/<sha256(url)>        "size\nvalidator\nmtime\n" of the last version seen of a URL
+//   DIR/v1/listings/<sha256(url)>    the last good listing of a directory URL (nginx JSON autoindex
+//                                    form), for --offline directory mounts
 //   DIR/v1/objects/<key>/<block>     block `block` (decimal) of the object, exactly its length
 // where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
@@ -42,7 +44,9 @@ public:
     /// cannot be created or written.
     BlockCache(std::string dir, uint64_t max_bytes);
 
-    /// $XDG_CACHE_HOME/gguf-mount, else $HOME/.cache/gguf-mount, else /var/cache/gguf-mount.
+    /// $CACHE_DIRECTORY (its first ':'-separated entry; systemd sets it for CacheDirectory=, e.g.
+    /// /var/cache/gguf-mount for the system unit), else $XDG_CACHE_HOME/gguf-mount, else
+    /// $HOME/.cache/gguf-mount, else /var/cache/gguf-mount. Relative values are ignored.
     static std::string default_dir();
 
     /// The key of a version of a remote object: hex sha256 of "URL\nVALIDATOR" (URL as url_for_message gives it).
@@ -66,6 +70,13 @@ public:
     std::optional<ObjectInfo> load_meta(const std::string& url) const;
     /// Records the version of `url` atomically (temporary + rename). Errors are ignored.
     void save_meta(const std::string& url, const ObjectInfo& info) const noexcept;
+
+    /// The last good listing stored for the directory URL `url` (keyed without credentials or
+    /// query): the text given to save_listing, or nullopt when none is stored or it cannot be read.
+    std::optional<std::string> load_listing(const std::string& url) const;
+    /// Stores `text` as the listing of `url` durably (temporary + fdatasync + rename), replacing
+    /// the previous one. Errors are ignored (an offline mount then shows nothing there).
+    void save_listing(const std::string& url, const std::string& text) const noexcept;
 
     const std::string& dir() const noexcept { return dir_; }
     /// Bytes of block files counted so far (an estimate between evictions).

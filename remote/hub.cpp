@@ -293,33 +293,9 @@ HubToken checked(std::string value, std::string source) {
     return HubToken{std::move(value), std::move(source)};
 }
 
-}  // namespace
-
-std::optional<HubToken> find_hub_token(const EnvLookup& env) {
-    for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
-        if (auto v = env(name)) {
-            if (auto cleaned = clean_token(*v)) return checked(*cleaned, name);
-        }
-    }
-    std::string path;
-    if (auto p = env("HF_TOKEN_PATH"); p && !p->empty()) {
-        path = *p;
-    } else {
-        std::string home;
-        if (auto h = env("HF_HOME"); h && !h->empty()) {
-            home = *h;
-        } else if (auto x = env("XDG_CACHE_HOME"); x && !x->empty()) {
-            home = *x + "/huggingface";
-        } else if (auto u = env("HOME"); u && !u->empty()) {
-            home = *u + "/.cache/huggingface";
-        } else {
-            return std::nullopt;
-        }
-        path = home + "/token";
-    }
-    if (path.size() > 1 && path[0] == '~' && path[1] == '/') {
-        if (auto u = env("HOME")) path = *u + path.substr(1);
-    }
+/// The token in the file `path`: nullopt when the file is missing or holds only blanks.
+/// Throws like find_hub_token.
+std::optional<HubToken> read_token_file(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int err = errno;
@@ -347,6 +323,42 @@ std::optional<HubToken> find_hub_token(const EnvLookup& env) {
     auto cleaned = clean_token(text);
     if (!cleaned) return std::nullopt;
     return checked(*cleaned, path);
+}
+
+}  // namespace
+
+std::optional<HubToken> find_hub_token(const EnvLookup& env) {
+    for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
+        if (auto v = env(name)) {
+            if (auto cleaned = clean_token(*v)) return checked(*cleaned, name);
+        }
+    }
+    // A system unit's credential (LoadCredential=hf-token:FILE): systemd exposes FILE, readable
+    // by the service only, as $CREDENTIALS_DIRECTORY/hf-token, so the token is never in argv or
+    // in the unit's environment.
+    if (auto c = env("CREDENTIALS_DIRECTORY"); c && !c->empty() && !env("HF_TOKEN_PATH")) {
+        if (auto t = read_token_file(*c + "/" + kCredentialName)) return t;
+    }
+    std::string path;
+    if (auto p = env("HF_TOKEN_PATH"); p && !p->empty()) {
+        path = *p;
+    } else {
+        std::string home;
+        if (auto h = env("HF_HOME"); h && !h->empty()) {
+            home = *h;
+        } else if (auto x = env("XDG_CACHE_HOME"); x && !x->empty()) {
+            home = *x + "/huggingface";
+        } else if (auto u = env("HOME"); u && !u->empty()) {
+            home = *u + "/.cache/huggingface";
+        } else {
+            return std::nullopt;
+        }
+        path = home + "/token";
+    }
+    if (path.size() > 1 && path[0] == '~' && path[1] == '/') {
+        if (auto u = env("HOME")) path = *u + path.substr(1);
+    }
+    return read_token_file(path);
 }
 
 }  // namespace gguf_mount::remote

@@ -121,8 +121,13 @@ struct HubToken {
     std::string source;
 };
 
+/// The systemd credential name of the token (gguf-mount-remote@.service:
+/// LoadCredential=hf-token:/etc/gguf-mount/hf-token).
+inline constexpr const char* kCredentialName = "hf-token";
+
 /// Finds the Hub token as huggingface_hub's get_token does: $HF_TOKEN, else
-/// $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH, else $HF_HOME/token, with HF_HOME
+/// $HUGGING_FACE_HUB_TOKEN, else (gguf-mount's addition for system units) the file
+/// $CREDENTIALS_DIRECTORY/hf-token when it exists and HF_TOKEN_PATH is unset, else the file $HF_TOKEN_PATH, else $HF_HOME/token, with HF_HOME
 /// defaulting to $XDG_CACHE_HOME/huggingface, else $HOME/.cache/huggingface. Values are cleaned
 /// (CR and LF removed, blanks around stripped); an empty value counts as unset. A missing token
 /// file means no token (nullopt). Throws gguf::Error(Code::Io) naming the file when it exists

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
@@ -19,6 +20,18 @@ std::string escape_segment(const std::string& segment) {
     std::string out(e);
     curl_free(e);
     return out;
+}
+
+/// `entries` in nginx's JSON autoindex form (what parse_index_json reads back): the listing kept
+/// in the cache for --offline.
+std::string listing_json(const std::vector<IndexEntry>& entries) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : entries) {
+        nlohmann::json item = {{"name", e.name}, {"type", e.directory ? "directory" : "file"}};
+        if (e.size) item["size"] = *e.size;
+        out.push_back(std::move(item));
+    }
+    return out.dump();
 }
 
 }  // namespace
@@ -44,12 +57,24 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list(const std::
         from = slash + 1;
     }
     std::vector<IndexEntry> entries;
-    std::string content_type, final_url;
-    try {
-        std::string body = context_->http().get_page(dir_url + query, &content_type, &final_url);
-        entries = parse_index(body, content_type, final_url);
-    } catch (const HttpError& e) {
-        throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (directory index)", e.sys_errno());
+    BlockCache& cache = context_->cache();
+    if (context_->options().offline) {
+        // No network: the last good listing stored by an online mount, if any.
+        std::optional<std::string> stored = cache.load_listing(dir_url);
+        if (!stored) {
+            throw gguf::Error(gguf::Code::Io, url_for_message(dir_url) + ": listing not in the cache (--offline)",
+                              ENOENT);
+        }
+        entries = parse_index_json(*stored, dir_url);
+    } else {
+        std::string content_type, final_url;
+        try {
+            std::string body = context_->http().get_page(dir_url + query, &content_type, &final_url);
+            entries = parse_index(body, content_type, final_url);
+        } catch (const HttpError& e) {
+            throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (directory index)", e.sys_errno());
+        }
+        cache.save_listing(dir_url, listing_json(entries));
     }
     std::vector<std::string> urls;
     for (const auto& e : entries) {

@@ -19,7 +19,10 @@ public:
     /// GETs the index page of ROOT/PATH/ and opens every file in it (RemoteSource::open, several
     /// at a time: size and validator from the first ranged GET or the cache). A file that
     /// cannot be opened is left out with one warning naming it. Throws gguf::Error(Io) naming
-    /// the page URL when the page cannot be fetched or parsed.
+    /// the page URL when the page cannot be fetched or parsed. Each page fetched is stored in the
+    /// cache as the last good listing of its URL (BlockCache::save_listing); with --offline the
+    /// stored listing is used instead of the network (Io with ENOENT naming the URL when none is
+    /// stored).
     std::vector<Item> list(const std::string& path) override;
     std::string root() const override;
 

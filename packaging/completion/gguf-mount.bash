@@ -22,7 +22,7 @@ _gguf_mount() {
                 COMPREPLY=($(compgen -W "split merge mount check --help --version" -- "$cur"))
                 _filedir -d
             elif [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--foreground --debug --single-thread --show-shards --allow-non-empty --verbose --log-level --readahead-kb --cache-dir --cache-max-size --offline --ca-cert --net-timeout -o --help --version" -- "$cur"))
+                COMPREPLY=($(compgen -W "--foreground --debug --single-thread --show-shards --allow-non-empty --verbose --log-level --readahead-kb --cache-dir --cache-max-size --offline --ca-cert --net-timeout --revalidate -o --help --version" -- "$cur"))
             else
                 _filedir
             fi

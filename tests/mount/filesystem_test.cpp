@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "fs/filesystem.hpp"
 #include "fs/live.hpp"
+#include "fs/watcher.hpp"
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
 #include "mount/mount_fixture.hpp"
@@ -240,6 +244,64 @@ TEST(LiveFilesystem, VanishedSourceIsAnEmptyRootAndComesBack) {
     gguf_test::write_file(src + "/b.txt", "b");
     live.rescan();
     EXPECT_NE(live.current()->find("b.txt"), nullptr);
+}
+
+TEST(LiveFilesystem, UnreachableBuilderSourceKeepsWhatItServesUntilItIsGone) {
+    // A catalog builder (a remote URL) that fails like a server that is down, then answers 404.
+    TempDir tmp;
+    const std::string src = tmp / "src";
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    gguf_test::write_file(src + "/a.txt", "a");
+    int fail_errno = 0;
+    auto live = LiveFilesystem::with_builder("http://127.0.0.1:1/m/", [&] {
+        if (fail_errno) throw gguf::Error(gguf::Code::Io, "http://127.0.0.1:1/m/: connection refused", fail_errno);
+        return gguf::build_catalog(src);
+    });
+    live->rescan();
+    const auto* a = live->current()->find("a.txt");
+    ASSERT_NE(a, nullptr);
+    const uint64_t ino = a->ino;
+    fail_errno = ECONNREFUSED;
+    auto r = live->rescan();
+    EXPECT_TRUE(r.changes.empty());
+    ASSERT_EQ(r.new_problems.size(), 1u);
+    EXPECT_NE(r.new_problems[0].reason.find("connection refused; still serving the last version found"),
+              std::string::npos) << r.new_problems[0].reason;
+    ASSERT_NE(live->current()->find("a.txt"), nullptr);
+    EXPECT_EQ(live->current()->find("a.txt")->ino, ino);
+    EXPECT_TRUE(live->rescan().new_problems.empty());  // reported once
+    fail_errno = ENOENT;  // 404/410: the source is gone
+    live->rescan();
+    EXPECT_EQ(live->current()->file_count(), 0u);
+    fail_errno = 0;
+    live->rescan();
+    EXPECT_NE(live->current()->find("a.txt"), nullptr);
+}
+
+TEST(Watcher, RevalidateRescansOnItsPeriodWithoutAnyLocalChange) {
+    TempDir tmp;
+    const std::string src = tmp / "src";
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    std::atomic<int> builds{0};
+    auto live = LiveFilesystem::with_builder("http://127.0.0.1:1/m/", [&] {
+        ++builds;
+        return gguf::build_catalog(src);
+    });
+    live->rescan();
+    gguf_mount::fs::Watcher::Options o;
+    o.revalidate = std::chrono::milliseconds(200);
+    gguf_mount::fs::Watcher watcher(*live, {}, o);
+    watcher.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    EXPECT_TRUE(watcher.stop(std::chrono::seconds(5)));
+    EXPECT_GE(watcher.rescans(), 3u);
+    EXPECT_LE(watcher.rescans(), 6u);
+    // Without the option nothing local changes, so nothing is rebuilt.
+    gguf_mount::fs::Watcher idle(*live, {}, gguf_mount::fs::Watcher::Options{});
+    idle.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    EXPECT_TRUE(idle.stop(std::chrono::seconds(5)));
+    EXPECT_EQ(idle.rescans(), 0u);
 }
 
 TEST(LiveFilesystem, LookupCountsKeepAttributesUntilForgotten) {

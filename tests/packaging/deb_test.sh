@@ -43,6 +43,7 @@ dpkg -i "$deb" >/dev/null
 installed=1
 dpkg -L gguf-mount > "$work/files"
 for f in /usr/bin/gguf-mount /usr/sbin/mount.fuse.gguf-mount /lib/systemd/system/gguf-mount@.service \
+         /lib/systemd/system/gguf-mount-remote@.service \
          /usr/share/man/man1/gguf-mount.1.gz /usr/share/bash-completion/completions/gguf-mount; do
   [ -e "$f" ] || fail "$f not installed"
 done
@@ -59,6 +60,30 @@ cp /usr/share/doc/gguf-mount/examples/mnt-models.mount.example "$work/units/mnt-
 [ ! -s "$work/verify" ] || fail "systemd-analyze verify reported problems"
 (cd "$work/units" && systemd-analyze verify gguf-mount@mnt-models.service 2>&1 | tee "$work/verify2")
 [ ! -s "$work/verify2" ] || fail "systemd-analyze verify reported problems for an instance"
+remote_unit=/lib/systemd/system/gguf-mount-remote@.service
+(cd "$work/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify "$remote_unit" 2>&1 | tee "$work/verify3")
+[ ! -s "$work/verify3" ] || fail "systemd-analyze verify reported problems for the remote unit"
+(cd "$work/units" && systemd-analyze verify gguf-mount-remote@mnt-remote.service 2>&1 | tee "$work/verify4")
+[ ! -s "$work/verify4" ] || fail "systemd-analyze verify reported problems for a remote instance"
+# The remote unit: network ordering, the address families HTTP(S) needs (and only there), the
+# cache directory, the token as a credential and never in argv.
+grep -qE '^After=.*network-online.target' "$remote_unit" || fail "remote unit not After=network-online.target"
+grep -qx 'Wants=network-online.target' "$remote_unit" || fail "remote unit does not want network-online.target"
+grep -qx 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' "$remote_unit" || fail "remote unit address families"
+grep -qx 'RestrictAddressFamilies=AF_UNIX' /lib/systemd/system/gguf-mount@.service || fail "local unit must stay AF_UNIX only"
+grep -qx 'CacheDirectory=gguf-mount' "$remote_unit" || fail "remote unit has no CacheDirectory=gguf-mount"
+grep -qx 'LoadCredential=hf-token:/etc/gguf-mount/hf-token' "$remote_unit" || fail "remote unit has no token credential"
+grep '^ExecStart=' "$remote_unit" | grep -qiE 'token|CREDENTIALS' && fail "a token reaches the command line"
+# With the variable CacheDirectory= sets (CACHE_DIRECTORY) and no --cache-dir, the daemon opens
+# its cache there (an offline mount of an uncached URL: it exits 1 after opening the cache).
+mkdir -p "$work/sdcache"
+CACHE_DIRECTORY="$work/sdcache" HOME=/nonexistent XDG_CACHE_HOME= \
+  gguf-mount --foreground --offline http://127.0.0.1:9/m-00001-of-00002.gguf "$work/mnt2" 2>/dev/null || true
+[ -d "$work/sdcache/v1" ] || fail "the daemon did not use \$CACHE_DIRECTORY as its cache"
+if [ "$(ps -p 1 -o comm=)" != systemd ]; then
+  echo "NOTE: systemd is not PID 1 here ($(ps -p 1 -o comm=)): the units are verified and inspected," \
+       "not started (network-online ordering, CacheDirectory creation and LoadCredential are not exercised)"
+fi
 
 echo "== mount -t fuse.gguf-mount"
 mkdir -p "$work/src" "$mnt"

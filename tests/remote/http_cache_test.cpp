@@ -190,6 +190,40 @@ TEST(BlockCache, CreatesAPrivateDirectoryAndReadsBackStoredBlocks) {
     }
 }
 
+TEST(BlockCache, DefaultDirectoryIsTheSystemdCacheDirectoryWhenSet) {
+    // Restores the variables this test changes.
+    struct Env {
+        std::string name;
+        std::optional<std::string> old;
+        explicit Env(std::string n) : name(std::move(n)) {
+            if (const char* v = std::getenv(name.c_str())) old = v;
+        }
+        ~Env() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
+    } cache_env("CACHE_DIRECTORY"), xdg_env("XDG_CACHE_HOME");
+    ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+    ::unsetenv("CACHE_DIRECTORY");
+    EXPECT_EQ(BlockCache::default_dir(), "/xdg/gguf-mount");
+    ::setenv("CACHE_DIRECTORY", "/var/cache/gguf-mount", 1);
+    EXPECT_EQ(BlockCache::default_dir(), "/var/cache/gguf-mount");
+    ::setenv("CACHE_DIRECTORY", "/var/cache/gguf-mount:/var/cache/other", 1);
+    EXPECT_EQ(BlockCache::default_dir(), "/var/cache/gguf-mount");
+    ::setenv("CACHE_DIRECTORY", "relative", 1);  // not systemd's: ignored
+    EXPECT_EQ(BlockCache::default_dir(), "/xdg/gguf-mount");
+}
+
+TEST(BlockCache, ListingsAreKeyedByUrlWithoutQueryAndReplaced) {
+    gguf_test::TempDir tmp;
+    BlockCache cache(tmp / "c", 0);
+    EXPECT_FALSE(cache.load_listing("http://h/m/"));
+    cache.save_listing("http://h/m/?sig=secret", "[1]");
+    auto got = cache.load_listing("http://h/m/");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(*got, "[1]");
+    cache.save_listing("http://h/m/", "[2]");
+    EXPECT_EQ(cache.load_listing("http://h/m/?sig=other").value_or(""), "[2]");
+    EXPECT_FALSE(cache.load_listing("http://h/m/sub/"));
+}
+
 TEST(BlockCache, RelativeDirectoryIsMadeAbsolute) {
     gguf_test::TempDir tmp;
     char cwd[4096];

@@ -243,6 +243,31 @@ TEST(HubToken, EnvironmentFirstThenTokenFile) {
     EXPECT_EQ(t->source, dir / "home/.cache/huggingface/token");
 }
 
+TEST(HubToken, SystemdCredentialComesAfterTheEnvironmentAndBeforeTheTokenFile) {
+    gguf_test::TempDir dir;
+    std::filesystem::create_directories(dir / "creds");
+    std::filesystem::create_directories(dir / "hf");
+    gguf_test::write_file(dir / "creds/hf-token", "hf_credential\n");
+    gguf_test::write_file(dir / "hf/token", "hf_from_file");
+    auto t = find_hub_token(env_of({{"CREDENTIALS_DIRECTORY", dir / "creds"}, {"HF_HOME", dir / "hf"}}));
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->value, "hf_credential");
+    EXPECT_EQ(t->source, dir / "creds/hf-token");
+    t = find_hub_token(env_of({{"HF_TOKEN", "hf_env"}, {"CREDENTIALS_DIRECTORY", dir / "creds"}}));
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->value, "hf_env");
+    // An explicit HF_TOKEN_PATH wins over the credential.
+    t = find_hub_token(env_of({{"HF_TOKEN_PATH", dir / "hf/token"}, {"CREDENTIALS_DIRECTORY", dir / "creds"}}));
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->value, "hf_from_file");
+    // An empty credential (a public source under the system unit) or none: the usual token file.
+    gguf_test::write_file(dir / "creds/hf-token", "");
+    t = find_hub_token(env_of({{"CREDENTIALS_DIRECTORY", dir / "creds"}, {"HF_HOME", dir / "hf"}}));
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->value, "hf_from_file");
+    EXPECT_FALSE(find_hub_token(env_of({{"CREDENTIALS_DIRECTORY", dir / "none"}, {"HF_HOME", dir / "missing"}})));
+}
+
 TEST(HubToken, NoTokenIsNotAnError) {
     gguf_test::TempDir dir;
     EXPECT_FALSE(find_hub_token(env_of({})));

@@ -466,4 +466,140 @@ TEST_F(RemoteMount, TwoDaemonsOnOneCacheDirectoryBothReadTheRightBytes) {
     EXPECT_EQ(data_requests(nginx_->access_log()), 0u);
 }
 
+/// Polls `done` every 100 ms for up to `limit`; true once it holds.
+template <class F>
+bool eventually(F done, std::chrono::milliseconds limit = std::chrono::seconds(15)) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return true;
+}
+
+/// Inode number of `path`, 0 when it cannot be stat()ed.
+ino_t inode_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+TEST_F(RemoteMount, RevalidationServesAChangedFileAsANewGenerationAndAnOpenFdKeepsItsCachedBytes) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    ASSERT_TRUE(mount(remote_args({"--revalidate", "1"}), first_url(nginx_->base_url())));
+    const std::string merged = mnt_ + "/dense.gguf";
+    const ino_t old_ino = inode_of(merged);
+    ASSERT_NE(old_ino, 0u);
+    int fd = ::open(merged.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    std::string head(4096, '\0');
+    ASSERT_EQ(::pread(fd, head.data(), head.size(), 0), 4096);
+    EXPECT_TRUE(same_bytes(head, want_.substr(0, 4096)));
+    // Same names and sizes, other tensor bytes and mtime: another ETag on the server.
+    for (const auto& e : std::filesystem::directory_iterator(src_)) std::filesystem::remove(e.path());
+    auto shards = mount_test::split_dense_model(
+        12, [](int) { return int64_t{393216}; }, 4, 12, src_ + "/dense");
+    ASSERT_EQ(shards.size(), 3u);
+    for (const auto& s : shards) {
+        struct timespec t[2] = {{2000000000, 0}, {2000000000, 0}};
+        ASSERT_EQ(::utimensat(AT_FDCWD, s.c_str(), t, 0), 0);
+    }
+    const std::string changed = local_merge(shards.front());
+    ASSERT_NE(changed, want_);
+    // No SIGHUP: the periodic revalidation publishes the new version under a new inode.
+    EXPECT_TRUE(eventually([&] {
+        ino_t now = inode_of(merged);
+        return now != 0 && now != old_ino;
+    })) << log();
+    EXPECT_EQ(gguf_test::sha256_file(merged), gguf_test::sha256_hex(changed));
+    // The descriptor opened before keeps the old version: cached bytes, EIO for the rest.
+    std::string again(4096, '\0');
+    ASSERT_EQ(::pread(fd, again.data(), again.size(), 0), 4096);
+    EXPECT_TRUE(same_bytes(again, want_.substr(0, 4096)));
+    std::string far(4096, '\0');
+    errno = 0;
+    EXPECT_EQ(::pread(fd, far.data(), far.size(), static_cast<off_t>(kShard3Block1)), -1);
+    EXPECT_EQ(errno, EIO);
+    ::close(fd);
+    EXPECT_TRUE(daemon_.running());
+}
+
+TEST_F(RemoteMount, RevalidationDuringAnOutageKeepsServingTheLastVersion) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    ASSERT_TRUE(mount(remote_args({"--revalidate", "1", "--net-timeout", "1"}), first_url(nginx_->base_url())));
+    const std::string merged = mnt_ + "/dense.gguf";
+    const ino_t ino = inode_of(merged);
+    ASSERT_NE(ino, 0u);
+    // A revalidation of cached files is one HEAD per shard and no data request.
+    const size_t gets = data_requests(nginx_->access_log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+    auto seen = nginx_->access_log();
+    EXPECT_EQ(data_requests(seen), gets);
+    size_t heads = 0;
+    for (const auto& e : seen) heads += e.method == "HEAD";
+    EXPECT_GE(heads, 6u);   // 3 shards, at least 2 revalidations
+    EXPECT_LE(heads, 12u);  // at most 4 in 2.3 s (one per period after each rescan)
+    nginx_->stop();
+    EXPECT_TRUE(eventually([&] { return !mount_test::lines_with(log(), "still serving the last version").empty(); }))
+        << log();
+    EXPECT_EQ(inode_of(merged), ino);
+    EXPECT_TRUE(same_bytes(pread_at(merged, 0, 4096), want_.substr(0, 4096)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // more failed revalidations
+    EXPECT_EQ(mount_test::lines_with(log(), "still serving the last version").size(), 1u) << log();
+    std::string why;
+    ASSERT_TRUE(nginx_->start(&why)) << why;
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(merged), want_));
+    EXPECT_EQ(inode_of(merged), ino);
+}
+
+TEST_F(RemoteMount, DirectoryUrlWhoseServerIsDownAtMountShowsItsSetOnceTheServerIsUp) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string url = nginx_->base_url() + "/html/";
+    nginx_->stop();
+    ASSERT_TRUE(mount(remote_args({"--revalidate", "1", "--net-timeout", "1"}), url));
+    EXPECT_TRUE(mount_test::list_dir(mnt_).empty());
+    std::string why;
+    ASSERT_TRUE(nginx_->start(&why)) << why;
+    EXPECT_TRUE(eventually([&] { return mount_test::list_dir(mnt_) == std::vector<std::string>{"dense.gguf"}; }))
+        << log();
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+}
+
+TEST_F(RemoteMount, OfflineDirectoryMountAfterAnOnlineMountServesTheCachedFiles) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    ASSERT_EQ(::mkdir((src_ + "/a").c_str(), 0755), 0);
+    mount_test::copy_kvzoo(src_ + "/a");
+    gguf_test::write_file(src_ + "/README.md", "remote readme\n");
+    auto kvzoo = mount_test::manifest_case("kvzoo/t7");
+    ASSERT_TRUE(kvzoo);
+    serve();
+    for (const std::string index : {"/html/", "/json/"}) {
+        SCOPED_TRACE(index);
+        const std::string url = nginx_->base_url() + index + "?sig=secret";
+        std::string why;
+        if (index == "/json/") ASSERT_TRUE(nginx_->start(&why)) << why;  // stopped by the first round
+        ASSERT_TRUE(mount(remote_args(), url));
+        EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+        EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/a/kvzoo.gguf"), kvzoo->merged_sha256);
+        EXPECT_EQ(gguf_test::read_file(mnt_ + "/README.md"), "remote readme\n");
+        ASSERT_EQ(unmount_and_wait(), 0) << log();
+        nginx_->stop();
+
+        ASSERT_TRUE(mount(remote_args({"--offline"}), url));
+        EXPECT_EQ(mount_test::list_dir(mnt_), (std::vector<std::string>{"README.md", "a", "dense.gguf"}));
+        EXPECT_EQ(mount_test::list_dir(mnt_ + "/a"), std::vector<std::string>{"kvzoo.gguf"});
+        EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+        EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/a/kvzoo.gguf"), kvzoo->merged_sha256);
+        EXPECT_EQ(gguf_test::read_file(mnt_ + "/README.md"), "remote readme\n");
+        ASSERT_EQ(unmount_and_wait(), 0) << log();
+    }
+    // The cache holds no query string (it may be a signature).
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_)) {
+        if (!e.is_regular_file()) continue;
+        EXPECT_EQ(gguf_test::read_file(e.path()).find("secret"), std::string::npos) << e.path();
+    }
+}
+
 }  // namespace
