@@ -239,3 +239,26 @@ TEST_F(HubMount, CheckReadsHeadersOnlyAsTextAndJson) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(HubMount, CheckTakesADirectoryUrlAndAFirstShardUrl) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(50));  // lays out local_ (the emulation itself is not used)
+    remote_test::NginxServer nginx(remote_test::NginxOptions{local_});
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", nginx.base_url() + "/json/", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    std::set<std::string> paths;
+    for (const auto& e : j.at("entries")) paths.insert(e.at("path").get<std::string>());
+    EXPECT_EQ(paths.count("Q4_K_M/kvzoo.gguf"), 1u) << r.out;
+    EXPECT_EQ(paths.count("kvzoo-full.gguf"), 1u) << r.out;
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "check",
+                        nginx.base_url() + "/Q4_K_M/kvzoo-00001-of-00007.gguf"});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("kvzoo.gguf"), std::string::npos) << r.out;
+    nginx.stop();
+}
+
+}  // namespace
