@@ -109,6 +109,7 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
     }
     make_dirs(dir_);
     make_dir(dir_ + "/meta");
+    make_dir(dir_ + "/listings");
     make_dir(dir_ + "/objects");
     int fd = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) throw std::runtime_error(dir_ + "/lock: cannot create: " + std::strerror(errno));
@@ -238,6 +239,20 @@ void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const
         write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(url_for_message(url)), text.data(), text.size());
     } catch (...) {
     }
+}
+
+void BlockCache::save_listing(const std::string& name, const std::string& text) const noexcept {
+    try {
+        write_durably(dir_ + "/listings", dir_ + "/listings/" + sha256_hex(name), text.data(), text.size());
+    } catch (...) {
+    }
+}
+
+std::optional<std::string> BlockCache::load_listing(const std::string& name) const {
+    std::ifstream in(dir_ + "/listings/" + sha256_hex(name), std::ios::binary);
+    if (!in) return std::nullopt;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text;
 }
 
 }  // namespace gguf_mount::remote

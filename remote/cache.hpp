@@ -67,6 +67,14 @@ public:
     /// Records the version of `url` atomically (temporary + rename). Errors are ignored.
     void save_meta(const std::string& url, const ObjectInfo& info) const noexcept;
 
+    /// A small text record about a listing (e.g. a pinned Hub tree, remote/hub_listing.hpp),
+    /// stored under DIR/v1/listings/ as the hex sha256 of `name` (which must not hold
+    /// credentials; it is hashed, never stored). Written atomically (temporary + rename);
+    /// errors are ignored (a later --offline mount then lacks it).
+    void save_listing(const std::string& name, const std::string& text) const noexcept;
+    /// The record saved under `name`, or nullopt when there is none.
+    std::optional<std::string> load_listing(const std::string& name) const;
+
     const std::string& dir() const noexcept { return dir_; }
     /// Bytes of block files counted so far (an estimate between evictions).
     uint64_t used_bytes() const noexcept { return used_.load(); }

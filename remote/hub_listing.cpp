@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <set>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
@@ -90,6 +91,39 @@ void HubListing::fail(const HttpError& e, const std::string& what, const std::st
 std::string HubListing::pin() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!commit_.empty()) return commit_;
+    // The record of this source's last pinned tree in the cache (for --offline).
+    const std::string record = "hub\n" + endpoint_ + "\n" + source_.repo_id() + "\n" + source_.revision + "\n" +
+                               source_.path;
+    std::string commit;
+    std::vector<HubTreeEntry> entries;
+    if (context_->options().offline) {
+        const std::string shown = display(source_, source_.revision_given ? source_.revision : "");
+        auto text = context_->cache().load_listing(record);
+        auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+        try {
+            if (!text || j.is_discarded()) throw std::runtime_error("absent");
+            commit = j.at("commit").get<std::string>();
+            entries = parse_hub_tree(j.at("tree").dump(), "cache record of " + shown);
+        } catch (const std::exception&) {
+            throw gguf::Error(gguf::Code::Io,
+                              shown + ": not in the cache (--offline): mount it once online with the same cache", ENOENT);
+        }
+    } else {
+        commit = fetch_tree(&entries);
+        nlohmann::json tree = nlohmann::json::array();
+        for (const auto& e : entries) {
+            nlohmann::json item = {{"type", e.directory ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid},
+                                   {"size", e.size}};
+            if (e.lfs) item["lfs"] = {{"oid", e.lfs->sha256}, {"size", e.lfs->size}};
+            tree.push_back(std::move(item));
+        }
+        context_->cache().save_listing(record, nlohmann::json{{"commit", commit}, {"tree", tree}}.dump());
+    }
+    build(commit, entries);
+    return commit_;
+}
+
+std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
     HttpClient& http = context_->http();
     std::string content_type, final_url, link;
     std::string commit;
@@ -123,6 +157,12 @@ std::string HubListing::pin() {
         entries.insert(entries.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
         next = parse_link_next(link, final_url);
     }
+    pages_ = pages;
+    *out = std::move(entries);
+    return commit;
+}
+
+void HubListing::build(const std::string& commit, const std::vector<HubTreeEntry>& entries) {
     // Group by directory, relative to the source's PATH.
     std::map<std::string, std::vector<Item>> dirs;
     dirs[""];
@@ -147,9 +187,7 @@ std::string HubListing::pin() {
         dirs[parent_of(rel)].push_back(std::move(item));
     }
     dirs_ = std::move(dirs);
-    pages_ = pages;
     commit_ = commit;
-    return commit_;
 }
 
 std::vector<gguf::DirectoryListing::Item> HubListing::list(const std::string& path) {

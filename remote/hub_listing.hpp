@@ -42,11 +42,19 @@ public:
     /// "hf://ORG/REPO@COMMIT[/PATH]" once pinned, else the source as given.
     std::string root() const override;
 
+    /// With RemoteOptions::offline, pin() takes commit and tree from the cache's record of
+    /// the last online pin of the same endpoint, repo, revision and PATH (BlockCache
+    /// save_listing), or throws gguf::Error(Code::Io, ENOENT) "not in the cache (--offline)".
+
     /// Number of tree pages fetched (for tests and the info line).
     size_t pages() const noexcept { return pages_; }
 
 private:
     /// The one-line error of a failed Hub API request `what` ("revision", "tree").
+    /// Pins the revision and fetches every tree page; returns the commit. Throws as pin().
+    std::string fetch_tree(std::vector<HubTreeEntry>* out);
+    /// Fills dirs_ and commit_ from the tree of `commit`.
+    void build(const std::string& commit, const std::vector<HubTreeEntry>& entries);
     [[noreturn]] void fail(const HttpError& e, const std::string& what, const std::string& commit) const;
 
     std::shared_ptr<RemoteContext> context_;

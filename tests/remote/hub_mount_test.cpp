@@ -262,3 +262,26 @@ TEST_F(HubMount, CheckTakesADirectoryUrlAndAFirstShardUrl) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(HubMount, AfterAFirstReadTheRepoMountsOfflineWithTheHubDown) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(2));
+    ASSERT_TRUE(mount(args(), source() + "/Q4_K_M"));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+    hub_->stop();
+    auto offline = args();
+    offline.push_back("--offline");
+    ASSERT_TRUE(mount(offline, source() + "/Q4_K_M"));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_NE(log().find("pinned to commit " + hub_->spec().commit), std::string::npos) << log();
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+    // A folder never mounted online is not in the cache: one line, exit 1.
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), source() + "/dense", mnt_, "--cache-dir", cache_,
+                             "--offline"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE((r.out + r.err).find("not in the cache (--offline)"), std::string::npos) << r.out + r.err;
+}
+
+}  // namespace
