@@ -116,7 +116,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL.");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT).");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
