@@ -15,6 +15,15 @@
 #include "gguf/error.hpp"
 #include "gguf/text.hpp"
 
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/catalog.hpp"
+#include "remote/http.hpp"
+#include "remote/hub_listing.hpp"
+#include "remote/listing.hpp"
+#include "remote/source.hpp"
+#include "remote/url_parts.hpp"
+#endif
+
 namespace gguf_mount::cli {
 
 namespace {
@@ -27,6 +36,9 @@ const char* const kCheckHelpTail =
     "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
     "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
+    "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
+    "hf://ORG/REPO[@REVISION][/PATH]: only headers are read, through the block cache\n"
+    "($XDG_CACHE_HOME/gguf-mount).\n"
     "Names are escaped (see README, 'Names in output'). --json always prints one document, also\n"
     "when SOURCE cannot be read (ok false, the reason under problems).\n"
     "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error\n"
@@ -224,13 +236,49 @@ int run_check(int argc, char** argv) {
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("check", e.what());
     }
-    while (source.size() > 1 && source.back() == '/') source.pop_back();
+    const bool hub_source = source.rfind("hf://", 0) == 0;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    const bool remote_source = hub_source || remote::is_http_url(source);
+#else
+    const bool remote_source = false;
+#endif
+    const std::string source_arg = source;
+    if (!remote_source) {
+        while (source.size() > 1 && source.back() == '/') source.pop_back();
+    }
 
     raise_open_file_limit();
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     gguf::Catalog catalog;
     try {
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        if (remote_source) {
+            // Headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount): the same
+            // listings a mount uses.
+            remote::RemoteOptions ro;
+            remote::HubSetup hub;
+            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
+            auto context = std::make_shared<remote::RemoteContext>(ro);
+            if (hub_source) {
+                remote::HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
+                listing.pin();
+                catalog = gguf::build_catalog(listing, copt);
+            } else {
+                source = remote::url_for_message(source_arg);
+                const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+                if (!path_part.empty() && path_part.back() == '/') {
+                    remote::HttpDirectoryListing listing(context, source_arg);
+                    catalog = gguf::build_catalog(listing, copt);
+                } else {
+                    catalog = remote::remote_set_catalog(source_arg, context);
+                }
+            }
+        } else {
+            catalog = gguf::build_catalog(source, copt);
+        }
+#else
         catalog = gguf::build_catalog(source, copt);
+#endif
     } catch (const std::exception& e) {
         // SOURCE missing, not a directory or file, out of memory...: still one document for a
         // program, and the one-line error for a person.

@@ -38,6 +38,8 @@
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/listing.hpp"
+#include "remote/hub.hpp"
+#include "remote/hub_listing.hpp"
 #include "remote/source.hpp"
 #endif
 
@@ -114,7 +116,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL.");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT).");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
@@ -240,7 +242,9 @@ int run_mount(int argc, char** argv) {
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
 #ifdef GGUF_MOUNT_WITH_REMOTE
     std::shared_ptr<remote::RemoteContext> remote_context;
-    if (remote::is_http_url(source_arg)) {
+    remote::HubSetup hub;
+    const bool hub_source = source_arg.rfind("hf://", 0) == 0;
+    if (remote::is_http_url(source_arg) || hub_source) {
         remote::RemoteOptions ro;
         ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
         if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
@@ -252,14 +256,32 @@ int run_mount(int argc, char** argv) {
             if (args.count("cache-max-size")) {
                 ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
             }
+            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
             remote_context = std::make_shared<remote::RemoteContext>(ro);
         } catch (const std::exception& e) {
             spdlog::error("{}", e.what());
             return 1;
         }
-        source = remote::url_for_message(source_arg);
+        source = hub_source ? source_arg : remote::url_for_message(source_arg);
         const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-        if (!path_part.empty() && path_part.back() == '/') {
+        if (hub_source) {
+            // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
+            gguf::CatalogOptions dopt;
+            dopt.show_shards = args.count("show-shards") > 0;
+            auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
+                                                                hub.token_source);
+            try {
+                const std::string commit = listing->pin();
+                spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
+                             hub.source.revision, commit, listing->pages(), remote_context->cache().dir());
+            } catch (const std::exception& e) {
+                spdlog::error("{}; nothing mounted", e.what());
+                return 1;
+            }
+            live = fs::LiveFilesystem::with_builder(source,
+                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
+            single_set = false;
+        } else if (!path_part.empty() && path_part.back() == '/') {
             // A directory: its index pages, walked by the catalog like a local directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;

@@ -249,20 +249,19 @@ void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const
     }
 }
 
-std::optional<std::string> BlockCache::load_listing(const std::string& url) const {
-    std::ifstream in(dir_ + "/listings/" + sha256_hex(url_for_message(url)), std::ios::binary);
+void BlockCache::save_listing(const std::string& name, const std::string& text) const noexcept {
+    try {
+        write_durably(dir_ + "/listings", dir_ + "/listings/" + sha256_hex(url_for_message(name)), text.data(), text.size());
+    } catch (...) {
+    }
+}
+
+std::optional<std::string> BlockCache::load_listing(const std::string& name) const {
+    std::ifstream in(dir_ + "/listings/" + sha256_hex(url_for_message(name)), std::ios::binary);
     if (!in) return std::nullopt;
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) return std::nullopt;
     return text;
-}
-
-void BlockCache::save_listing(const std::string& url, const std::string& text) const noexcept {
-    try {
-        write_durably(dir_ + "/listings", dir_ + "/listings/" + sha256_hex(url_for_message(url)), text.data(),
-                      text.size());
-    } catch (...) {
-    }
 }
 
 }  // namespace gguf_mount::remote

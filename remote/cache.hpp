@@ -71,12 +71,14 @@ public:
     /// Records the version of `url` atomically (temporary + rename). Errors are ignored.
     void save_meta(const std::string& url, const ObjectInfo& info) const noexcept;
 
-    /// The last good listing stored for the directory URL `url` (keyed without credentials or
-    /// query): the text given to save_listing, or nullopt when none is stored or it cannot be read.
-    std::optional<std::string> load_listing(const std::string& url) const;
-    /// Stores `text` as the listing of `url` durably (temporary + fdatasync + rename), replacing
-    /// the previous one. Errors are ignored (an offline mount then shows nothing there).
-    void save_listing(const std::string& url, const std::string& text) const noexcept;
+    /// A small text record about a listing (a directory's last good index, a pinned Hub tree),
+    /// stored under DIR/v1/listings/ as the hex sha256 of `name` (a URL's query string and
+    /// credentials are dropped first, url_for_message; the name is hashed, never stored).
+    /// Written durably (temporary + fdatasync + rename); errors are ignored (a later --offline
+    /// mount then lacks it).
+    void save_listing(const std::string& name, const std::string& text) const noexcept;
+    /// The record saved under `name`, or nullopt when there is none.
+    std::optional<std::string> load_listing(const std::string& name) const;
 
     const std::string& dir() const noexcept { return dir_; }
     /// Bytes of block files counted so far (an estimate between evictions).

@@ -61,7 +61,7 @@ struct HttpClient::Attempt {
     std::string* page = nullptr;  // a whole page is asked for
     bool checked = false;     // status and Content-Range of the answer looked at
     std::string refused;      // why the body was refused (Range ignored, wrong range)
-    std::string content_range, etag, last_modified, retry_after, content_length;
+    std::string content_range, etag, last_modified, retry_after, content_length, link;
     uint64_t total = 0;
     std::chrono::steady_clock::time_point last_data = std::chrono::steady_clock::now();
     std::chrono::seconds stall_limit{30};
@@ -89,6 +89,7 @@ struct HttpClient::Attempt {
             a->last_modified.clear();
             a->retry_after.clear();
             a->content_length.clear();
+            a->link.clear();
             return size * n;
         }
         size_t colon = line.find(':');
@@ -100,6 +101,7 @@ struct HttpClient::Attempt {
         else if (name == "last-modified") a->last_modified = value;
         else if (name == "retry-after") a->retry_after = value;
         else if (name == "content-length") a->content_length = value;
+        else if (name == "link") a->link = a->link.empty() ? value : a->link + ", " + value;
         return size * n;
     }
 
@@ -215,6 +217,19 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+    // The token only for its origin; a redirect elsewhere does not carry it (libcurl >= 7.83).
+    struct curl_slist* headers = nullptr;
+    std::string auth;
+    if (!options_.bearer_token.empty() && same_origin(url, options_.bearer_origin)) {
+        auth = "Authorization: Bearer " + options_.bearer_token;
+        headers = curl_slist_append(headers, auth.c_str());
+        if (!headers) throw HttpError(url_for_message(url) + ": out of memory", ENOMEM, 0, false);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    }
+    struct HeaderList {
+        struct curl_slist* list;
+        ~HeaderList() { curl_slist_free_all(list); }
+    } header_list{headers};
     std::string range;
     if (head_only) {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
@@ -225,6 +240,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
 
     const std::string name = url_for_message(url);
     CURLcode rc = curl_easy_perform(c);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, EIO, status, false);
@@ -271,6 +287,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         char* final_url = nullptr;
         curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
         if (ask.final_url) *ask.final_url = final_url ? final_url : url;
+        if (ask.link) *ask.link = a.link;
         info.size = a.page->size();
     } else if (head_only) {
         if (status != 200) {
@@ -296,6 +313,11 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         }
         info.size = a.total;
         *ask.got = a.got;
+        if (ask.final_url) {
+            char* final_url = nullptr;
+            curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
+            *ask.final_url = final_url ? final_url : url;
+        }
     }
     info.validator = !a.etag.empty() ? a.etag : "lm:" + a.last_modified + ":" + std::to_string(info.size);
     return info;
@@ -324,8 +346,10 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
     }
 }
 
-ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got) {
+ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
+                                 std::string* final_url) {
     Ask ask;
+    ask.final_url = final_url;
     ask.offset = offset;
     ask.len = len;
     ask.dst = dst;
@@ -339,9 +363,11 @@ ObjectInfo HttpClient::head(const std::string& url) {
     return perform(url, ask);
 }
 
-std::string HttpClient::get_page(const std::string& url, std::string* content_type, std::string* final_url) {
+std::string HttpClient::get_page(const std::string& url, std::string* content_type, std::string* final_url,
+                                 std::string* link) {
     std::string body;
     Ask ask;
+    ask.link = link;
     ask.page = &body;
     ask.content_type = content_type;
     ask.final_url = final_url;

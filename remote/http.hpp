@@ -51,6 +51,13 @@ struct HttpOptions {
     std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
     unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
     std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
+    /// A bearer token (the Hugging Face token, remote/hub.hpp), sent as "Authorization: Bearer
+    /// TOKEN" only to requests whose URL has the origin (scheme, host, port) of bearer_origin.
+    /// libcurl (>= 7.83) does not pass this header on when a redirect leaves that origin, so a
+    /// CDN a resolve URL redirects to never gets it (tests/remote hub tests check the logs).
+    /// Never logged, never part of a message or a cache key. "" for none.
+    std::string bearer_token;
+    std::string bearer_origin;  ///< URL of the origin that may receive bearer_token
 };
 
 /// A thread-safe HTTP client: a pool of libcurl easy handles (each keeps its connections alive,
@@ -71,7 +78,9 @@ public:
     /// first). Retries retryable failures with doubling backoff (honouring Retry-After of a
     /// 429, capped by net_timeout), then throws HttpError (one line: redacted URL, status,
     /// advice). Never keeps more than `len` bytes in memory.
-    ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got);
+    /// `*final_url` (if given) receives the URL that answered, after redirects.
+    ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
+                         std::string* final_url = nullptr);
 
     /// HEAD `url`: size (Content-Length) and validator without a data request. Retries and
     /// throws like get_range.
@@ -79,10 +88,11 @@ public:
 
     /// A whole small resource (a directory index page), GET without Range, at most
     /// kMaxPageBytes. Returns the body; `*content_type` gets the Content-Type and `*final_url`
-    /// the URL after redirects. Retries and throws like get_range (also for a larger body, or
-    /// a status other than 200).
+    /// the URL after redirects, `*link` (if given) the Link header (pagination). Retries and
+    /// throws like get_range (also for a larger body, or a status other than 200).
     static constexpr size_t kMaxPageBytes = size_t{16} << 20;
-    std::string get_page(const std::string& url, std::string* content_type, std::string* final_url);
+    std::string get_page(const std::string& url, std::string* content_type, std::string* final_url,
+                         std::string* link = nullptr);
 
     const HttpOptions& options() const noexcept { return options_; }
 
@@ -101,6 +111,7 @@ private:
         std::string* page = nullptr;
         std::string* content_type = nullptr;
         std::string* final_url = nullptr;
+        std::string* link = nullptr;
     };
     ObjectInfo perform(const std::string& url, const Ask& ask);
     ObjectInfo once(void* handle, const std::string& url, const Ask& ask, long* retry_after);

@@ -99,6 +99,34 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
     }
 }
 
+std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteContext> context,
+                                                      const std::string& url, ObjectInfo info) {
+    auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, std::move(info)));
+    src->size_only_ = true;
+    return src;
+}
+
+ObjectInfo RemoteSource::get_block(uint64_t offset, size_t len, char* dst, size_t* got) const {
+    std::string location;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        location = location_;
+    }
+    std::string answered;
+    if (!location.empty() && location != url_) {
+        try {
+            return context_->http().get_range(location, offset, len, dst, got, &answered);
+        } catch (const HttpError& e) {
+            // An expired signed URL, a CDN node gone: resolve again through the given URL.
+            spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(), name_);
+        }
+    }
+    ObjectInfo info = context_->http().get_range(url_, offset, len, dst, got, &answered);
+    std::lock_guard<std::mutex> lock(mutex_);
+    location_ = answered;
+    return info;
+}
+
 gguf::FilePart RemoteSource::part() const {
     gguf::FilePart p;
     p.path = name_;
@@ -157,8 +185,8 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     } else {
         try {
             buf.reset(new char[len]);
-            ObjectInfo info = context_->http().get_range(url_, block * BlockCache::kBlockSize, len, buf.get(), &got);
-            if (info.validator != info_.validator || info.size != info_.size) {
+            ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+            if ((!size_only_ && info.validator != info_.validator) || info.size != info_.size) {
                 if (!changed_.exchange(true)) {
                     spdlog::warn("{}: changed on the server (validator {} -> {}); cached blocks are still served, "
                                  "the rest fails with EIO until it is mounted again",

@@ -63,6 +63,9 @@ private:
 /// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
 /// fetched in the background. A fetch whose answer has another validator marks the source
 /// changed(): no byte of the new version is ever served through it.
+/// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
+/// used for the next blocks until a request to it fails; then the given URL is asked again
+/// (resolving anew) once for that block.
 class RemoteSource final : public gguf::ByteSource, public std::enable_shared_from_this<RemoteSource> {
 public:
     /// Learns size and validator of `url`: online, with a HEAD when the cache has a record of
@@ -70,6 +73,13 @@ public:
     /// first ranged GET (block 0, which is then cached); offline, from the cache's record.
     /// Throws gguf::Error(Code::Io, "URL: reason", errno) (ENOENT for 404/410).
     static std::shared_ptr<RemoteSource> open(std::shared_ptr<RemoteContext> context, const std::string& url);
+
+    /// A source whose size and validator a listing vouches for (e.g. a Hub tree entry of a
+    /// commit-pinned URL: size from the tree, validator the LFS sha256), opened without a
+    /// request. The URL's content must be immutable: answers are checked for the size only
+    /// (their ETag may be a CDN's, not `info.validator`). The cache key is (url, validator).
+    static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
+                                                    ObjectInfo info);
 
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
     uint64_t size() const noexcept override { return info_.size; }
@@ -83,6 +93,8 @@ public:
 
 private:
     RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info);
+    /// get_range through the last resolved location, falling back to url_ (see the class note).
+    ObjectInfo get_block(uint64_t offset, size_t len, char* dst, size_t* got) const;
     uint64_t block_length(uint64_t block) const noexcept;
     /// Makes block `block` available: fetched by this call, or by another thread (waited for),
     /// or already cached; 0 or -errno. `*bytes` (if given) receives the block's bytes when they
@@ -97,6 +109,8 @@ private:
     std::string name_;  // without credentials or query
     ObjectInfo info_;
     std::string key_;
+    bool size_only_ = false;  // open_known: the validator of answers is not compared
+    mutable std::string location_;  // URL after redirects of the last good answer ("" = url_); under mutex_
     mutable std::atomic<bool> changed_{false};
     mutable std::atomic<bool> offline_logged_{false};
     mutable std::atomic<bool> store_failure_logged_{false};

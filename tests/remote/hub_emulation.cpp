@@ -194,6 +194,15 @@ void HubEmulation::stop() {
     if (cdn_) cdn_->stop();
 }
 
+bool HubEmulation::move_revision(const std::string& revision, const std::string& sha) {
+    if (!api_) return false;
+    const fs::path page = fs::path(dir_.path()) / "api" / "api/models" / spec_.org / spec_.repo / "revision" / revision /
+                          "__page.json";
+    if (!fs::exists(page)) return false;
+    gguf_test::write_file(page.string(), nlohmann::json{{"id", spec_.org + "/" + spec_.repo}, {"sha", sha}}.dump());
+    return true;
+}
+
 std::string HubEmulation::endpoint() const { return api_ ? api_->base_url() : ""; }
 
 std::string HubEmulation::cdn_base_url() const { return cdn_ ? cdn_->base_url() : ""; }

@@ -77,6 +77,9 @@ public:
     const HubRepoSpec& spec() const { return spec_; }
     /// Every file and directory of the repo, sorted by path, as the tree pages list them.
     const std::vector<HubEmulatedEntry>& entries() const { return entries_; }
+    /// A push, as far as a client pinning revisions can see: revision `revision` now answers
+    /// `sha` (40 hex digits; nothing is served at that commit). False when not started.
+    bool move_revision(const std::string& revision, const std::string& sha);
     /// Number of tree pages the listing of `dir` ("" = root) takes.
     size_t page_count(const std::string& dir) const;
 

@@ -1,0 +1,86 @@
+// An `hf://ORG/REPO[@REVISION][/PATH]` source as a gguf::DirectoryListing (issue 12): the
+// revision is pinned to its commit once, the tree of PATH at that commit is listed once
+// (recursive, every Link rel="next" page), and each file is a RemoteSource of its commit-pinned
+// resolve URL with size and validator from the tree. The gguf/ catalog never learns HTTP.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gguf/catalog.hpp"
+#include "remote/hub.hpp"
+#include "remote/source.hpp"
+
+namespace gguf_mount::remote {
+
+class HubListing final : public gguf::DirectoryListing {
+public:
+    /// `endpoint` as hub_endpoint() gives it. `token_source` names where the token came from
+    /// (HubToken::source, "" = no token; the token itself travels in the context's
+    /// HttpOptions::bearer_token): it only changes the wording of 401/403 errors. Nothing is
+    /// fetched until pin() or list().
+    HubListing(std::shared_ptr<RemoteContext> context, HubSource source, std::string endpoint,
+               std::string token_source);
+
+    /// Pins the revision (GET .../revision/REV -> "sha") and lists the tree of the source's
+    /// PATH at that commit, once per HubListing (later calls return the same commit: a push
+    /// during a mount never mixes files of two commits). Returns the commit (hex). Throws
+    /// gguf::Error with one line naming the source: Code::Io with EACCES for 401/403 (the repo
+    /// is gated or private: how to give a token; or the token was refused), ENOENT for 404
+    /// (repo or revision not found; or PATH not found at the commit), EIO for other failures;
+    /// Code::BadValue for answers that do not parse (parse_hub_revision, parse_hub_tree).
+    std::string pin();
+
+    /// Entries of `path` (relative to the source's PATH): from the pinned tree; files are
+    /// RemoteSource::open_known of hub_resolve_url (no request), validator = lfs.oid (sha256)
+    /// for LFS files, else "git:" + the blob oid. Names starting with '.' are left out.
+    std::vector<Item> list(const std::string& path) override;
+
+    /// "hf://ORG/REPO@COMMIT[/PATH]" once pinned, else the source as given.
+    std::string root() const override;
+
+    /// With RemoteOptions::offline, pin() takes commit and tree from the cache's record of
+    /// the last online pin of the same endpoint, repo, revision and PATH (BlockCache
+    /// save_listing), or throws gguf::Error(Code::Io, ENOENT) "not in the cache (--offline)".
+
+    /// Number of tree pages fetched (for tests and the info line).
+    size_t pages() const noexcept { return pages_; }
+
+private:
+    /// The one-line error of a failed Hub API request `what` ("revision", "tree").
+    /// Pins the revision and fetches every tree page; returns the commit. Throws as pin().
+    std::string fetch_tree(std::vector<HubTreeEntry>* out);
+    /// Fills dirs_ and commit_ from the tree of `commit`.
+    void build(const std::string& commit, const std::vector<HubTreeEntry>& entries);
+    [[noreturn]] void fail(const HttpError& e, const std::string& what, const std::string& commit) const;
+
+    std::shared_ptr<RemoteContext> context_;
+    HubSource source_;
+    std::string endpoint_;
+    std::string token_source_;
+    std::mutex mutex_;
+    std::string commit_;  // "" until pinned
+    size_t pages_ = 0;
+    std::map<std::string, std::vector<Item>> dirs_;  // relative dir ("" = root) -> entries
+};
+
+/// What an hf:// command line needs before the context exists.
+struct HubSetup {
+    HubSource source;
+    std::string endpoint;      // hub_endpoint()
+    std::string token_source;  // HubToken::source, "" = no token
+};
+
+/// Parses `source_arg` (parse_hub_source), reads HF_ENDPOINT (hub_endpoint) and the token
+/// (find_hub_token), and puts the token into `http` (bearer_token, bearer_origin = the
+/// endpoint: never sent elsewhere). Throws gguf::Error as those do (one line, no token value).
+HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLookup& env = process_env);
+
+/// Upper bound on tree pages followed (a server whose next links loop is refused, not followed
+/// forever): 100,000 pages of the Hub's 1,000 entries.
+inline constexpr size_t kMaxHubTreePages = 100000;
+
+}  // namespace gguf_mount::remote
