@@ -12,7 +12,7 @@
 
 namespace gguf_mount::remote {
 
-gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : first_url.substr(q);
     const std::string shown = url_for_message(first_url);  // names and messages use this form
@@ -62,10 +62,13 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
         lf.parts.push_back(it->second->part());
         return lf;
     };
-    gguf::SplitSet set = gguf::SplitSet::open(shown, resolve);
+    return gguf::SplitSet::open(shown, resolve);
+}
 
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+    gguf::SplitSet set = open_remote_set(first_url, context);
     gguf::Catalog catalog;
-    catalog.source = shown;
+    catalog.source = url_for_message(first_url);
     gguf::CatalogDirectory root;
     root.attr.mode = 0555;
     root.attr.uid = ::getuid();

@@ -27,6 +27,11 @@ struct RemoteOptions {
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 4;  ///< blocks fetched ahead of a sequential reader
     unsigned fetch_threads = 4;     ///< background fetches in flight (read-ahead)
+    /// false: fetched blocks are never written to the cache (blocks already cached are still
+    /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
+    /// read its last byte, so a sequential reader (`merge URL`) holds at most
+    /// readahead_blocks + 1 blocks and the disk holds only what it writes itself.
+    bool store_blocks = true;
 };
 
 /// What the sources of one mount share: the HTTP client, the cache, and the read-ahead workers
