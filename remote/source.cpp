@@ -126,6 +126,14 @@ uint64_t RemoteSource::block_length(uint64_t block) const noexcept {
     return start >= info_.size ? 0 : std::min(BlockCache::kBlockSize, info_.size - start);
 }
 
+uint64_t RemoteSource::first_uncached_block() const noexcept {
+    const uint64_t n = block_count();
+    for (uint64_t b = 0; b < n; ++b) {
+        if (!context_->cache().has(key_, b, block_length(b))) return b;
+    }
+    return n;
+}
+
 std::shared_ptr<const char[]> RemoteSource::fresh(uint64_t block) const {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = fresh_.find(block);

@@ -82,6 +82,12 @@ public:
     std::string display_name() const override { return name_; }
     std::string validator() const override { return info_.validator; }
 
+    /// Number of BlockCache::kBlockSize blocks of the object (the last one may be shorter).
+    uint64_t block_count() const noexcept { return (info_.size + BlockCache::kBlockSize - 1) / BlockCache::kBlockSize; }
+    /// Index of the first block the block cache does not hold with its full length, or
+    /// block_count() when every block is cached (what `prefetch` checks). Never throws.
+    uint64_t first_uncached_block() const noexcept;
+
     /// The FilePart of this source for the catalog: path = display name, st = S_IFREG | 0444,
     /// owner the daemon's user, mtime Last-Modified.
     gguf::FilePart part() const;
