@@ -318,7 +318,8 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
           std::string* interrupted) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    if (remote::is_http_url(first)) return merge_url(first, output, delete_splits, quiet, interrupted);
+    const std::string url = remote::remote_source_url(first);  // the hf:// seam
+    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, interrupted);
 #else
     (void)interrupted;
 #endif

@@ -65,9 +65,10 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     return out;
 }
 
-int prefetch(const std::string& source, const remote::RemoteOptions& ro, bool quiet) {
-    if (!remote::is_http_url(source)) {
-        throw gguf::Error(gguf::Code::BadArgument, source + ": not an http(s):// URL (prefetch fills the cache of "
+int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
+    const std::string source = remote::remote_source_url(argument);  // the hf:// seam
+    if (source.empty()) {
+        throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL (prefetch fills the cache of "
                                                             "remote sources only)");
     }
     auto context = std::make_shared<remote::RemoteContext>(ro);

@@ -12,6 +12,16 @@
 
 namespace gguf_mount::remote {
 
+std::string remote_source_url(const std::string& source) {
+    if (is_http_url(source)) return source;
+    if (source.size() >= 5 && (source.compare(0, 5, "hf://") == 0 || source.compare(0, 5, "HF://") == 0)) {
+        throw gguf::Error(gguf::Code::BadArgument,
+                          url_for_message(source) + ": hf:// sources are not supported yet; give the file's "
+                                                    "https://HOST/ORG/REPO/resolve/COMMIT/PATH URL instead");
+    }
+    return "";
+}
+
 gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : first_url.substr(q);

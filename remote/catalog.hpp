@@ -20,6 +20,13 @@ namespace gguf_mount::remote {
 /// set that does not validate (a missing shard is "URL: missing shard i of N").
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
 
+/// The http(s) URL that `merge` and `prefetch` read for the command-line SOURCE `source`:
+/// `source` itself for an http(s):// URL, "" for anything else that is not hf:// (a local path).
+/// SEAM (issue 12, Hub sources, branch h-hub): an `hf://ORG/REPO[@REV]/PATH` source is to be
+/// resolved here (pinned commit, resolve URL, token for the endpoint only); until then it throws
+/// gguf::Error(Code::BadArgument) "SOURCE: hf:// sources are not supported yet; ...".
+std::string remote_source_url(const std::string& source);
+
 /// The validated split set behind remote_set_catalog (shards named by their shown URLs, each
 /// with one part whose `source` is a RemoteSource). Also what `merge URL OUT` plans from.
 /// Throws as remote_set_catalog.
