@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -216,14 +217,13 @@ std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& pa
 /// disk use) and written in offset order with resume points (see kMergeHelpTail). Sets
 /// `*interrupted` to the message for a signal once a partial output is kept.
 int merge_url(const std::string& url, const std::string& output, bool delete_splits, bool quiet,
-              std::string* interrupted) {
+              remote::RemoteOptions ro, std::string* interrupted) {
     if (delete_splits) {
         throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
     gguf::ensure_absent(output);
-    remote::RemoteOptions ro;
     ro.store_blocks = false;
     auto context = std::make_shared<remote::RemoteContext>(ro);
     std::optional<gguf::SplitSet> set(remote::open_remote_set(url, context));
@@ -315,13 +315,21 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
 }
 #endif
 
+/// The remote settings of `merge URL` (--cache-dir, --net-timeout, --ca-cert): only in remote builds.
+#ifdef GGUF_MOUNT_WITH_REMOTE
+using MergeRemoteOptions = remote::RemoteOptions;
+#else
+struct MergeRemoteOptions {};
+#endif
+
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
-          std::string* interrupted) {
+          const MergeRemoteOptions& ro, std::string* interrupted) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
     const std::string url = remote::remote_source_url(first);  // the hf:// seam
-    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, interrupted);
+    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, ro, interrupted);
 #else
     (void)interrupted;
+    (void)ro;
 #endif
     // Like the reference: refuse an existing output before reading anything.
     gguf::ensure_absent(output);
@@ -397,6 +405,10 @@ int run_merge(int argc, char** argv) {
     options.add_options()
         ("delete-splits", "delete the shards after the merged file is complete and verified")
         ("q,quiet", "no progress bar and no info lines")
+        ("cache-dir", "URL: block cache read for blocks already fetched (default: as for mounts)",
+         cxxopts::value<std::string>())
+        ("net-timeout", "URL: seconds before a stalled connection fails", cxxopts::value<unsigned>()->default_value("30"))
+        ("ca-cert", "URL: extra CA certificate file (PEM) for https", cxxopts::value<std::string>())
         ("h,help", "show this help")
         // Separate string positionals: a vector option would split file names at commas.
         ("pos1", "FIRST_SHARD", cxxopts::value<std::string>())
@@ -407,6 +419,7 @@ int run_merge(int argc, char** argv) {
     std::vector<std::string> args;
     bool delete_splits = false;
     bool quiet = false;
+    MergeRemoteOptions ro;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -421,6 +434,11 @@ int run_merge(int argc, char** argv) {
         }
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        if (r.count("cache-dir")) ro.cache_dir = r["cache-dir"].as<std::string>();
+        if (r.count("ca-cert")) ro.http.ca_cert = r["ca-cert"].as<std::string>();
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, r["net-timeout"].as<unsigned>()));
+#endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("merge", e.what());
     }
@@ -432,7 +450,7 @@ int run_merge(int argc, char** argv) {
     // Read by run_offline after the body failed: merge() changes it when it keeps a partial output.
     std::string interrupted = "interrupted; removed the unfinished output";
     return run_offline(quiet, interrupted,
-                       [&] { return merge(args[0], args[1], delete_splits, quiet, &interrupted); });
+                       [&] { return merge(args[0], args[1], delete_splits, quiet, ro, &interrupted); });
 }
 
 }  // namespace gguf_mount::cli

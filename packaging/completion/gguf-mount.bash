@@ -10,7 +10,7 @@ _gguf_mount() {
             [[ "$cur" != -* ]] && _filedir
             ;;
         merge)
-            COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --cache-dir --net-timeout --ca-cert --help" -- "$cur"))
             [[ "$cur" != -* ]] && _filedir
             ;;
         prefetch)

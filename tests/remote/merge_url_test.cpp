@@ -236,3 +236,25 @@ TEST_F(MergeUrl, BadInputIsOneLineNamingItAndLeavesNothing) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(MergeUrl, AfterPrefetchMergeReadsTheCacheAndFetchesNoData) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string cache = tmp_ / "prefetched";
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache, url_of(first_)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nginx_->wait_access_log(6);
+    nginx_->clear_access_log();
+    const std::string out = out_dir_ + "/m.gguf";
+    r = merge({"--cache-dir", cache, url_of(first_), out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out), want_sha_);
+    // One HEAD per shard confirms the cached versions; no body byte is fetched again.
+    auto log = nginx_->wait_access_log(3);
+    EXPECT_EQ(body_bytes(log), 0u);
+    EXPECT_EQ(log.size(), 3u);
+}
+
+}  // namespace
