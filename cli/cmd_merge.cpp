@@ -1,12 +1,15 @@
 // `gguf-mount merge [options] FIRST_SHARD GGUF_OUT`: llama.cpp's `gguf-split --merge`, byte for
 // byte, written safely. The merged file is exactly the virtual file the mount serves
 // (gguf::VirtualFile::merged), written to disk with gguf::write_virtual_file.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -24,7 +27,13 @@
 #include "gguf/output.hpp"
 #include "gguf/reader.hpp"
 #include "gguf/split_set.hpp"
+#include "gguf/text.hpp"
 #include "gguf/virtual_file.hpp"
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/catalog.hpp"
+#include "remote/source.hpp"
+#include "remote/url_parts.hpp"
+#endif
 
 namespace gguf_mount::cli {
 
@@ -49,6 +58,13 @@ const char* const kMergeHelpTail =
     "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
     "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
     "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
+    "FIRST_SHARD may be an http(s):// URL of a first shard: each shard is read once, in order,\n"
+    "straight into the output (no shard copies on disk; peak disk use = the merged size; blocks\n"
+    "already in the block cache, e.g. after `gguf-mount prefetch`, are read from it, and fetched\n"
+    "blocks are not added to it). Interrupted (Ctrl-C, kill -9, network failure), the partial\n"
+    "output is kept as .GGUF_OUT.tmp-XXXXXX with a .GGUF_OUT.merge-state file; running the same\n"
+    "command again continues it, or starts from zero when a shard changed on the server.\n"
+    "--delete-splits is refused for URLs.\n"
     "Holes in sparse shards stay holes in the output. A progress bar is shown when stderr is a\n"
     "terminal. Exit status: 0 ok, 1 failed, 2 usage error.\n"
     "Environment (diagnostics): GGUF_MOUNT_COPY=buffered,dense copies with read/write instead\n"
@@ -128,7 +144,193 @@ void delete_shards(const std::vector<gguf::FilePart>& parts, bool quiet) {
     if (!quiet && deleted > links) spdlog::info("deleted {} shard file(s)", deleted - links);
 }
 
-int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet) {
+#ifdef GGUF_MOUNT_WITH_REMOTE
+/// Bytes between resume points of `merge URL` (fdatasync + state file); GGUF_MOUNT_RESUME_STEP
+/// (bytes) overrides it for tests.
+constexpr uint64_t kResumeStep = uint64_t{32} << 20;
+
+/// The state file of a resumable `merge URL OUT`: "DIR/.BASENAME.merge-state".
+std::string state_path(const std::string& output) {
+    const std::string dir = gguf::dir_name(output);
+    return (dir == "/" ? std::string() : dir) + "/." + gguf::base_name(output) + ".merge-state";
+}
+
+/// What a partial output was written from: the merged size and every shard's URL (without
+/// credentials or query), size and validator. A partial output is continued only when this is
+/// unchanged.
+std::string plan_identity(const gguf::VirtualFile& vf) {
+    std::string id = "gguf-mount merge-state v1\nsize " + std::to_string(vf.size()) + "\n";
+    for (const gguf::SourceFile& s : vf.sources()) {
+        const std::string v = s.remote ? s.remote->validator() : std::string();
+        id += "source " + std::to_string(s.remote ? s.remote->size() : 0) + " " + gguf::escape(v) + " " +
+              gguf::escape(s.path) + "\n";
+    }
+    return id;
+}
+
+/// Writes the state file atomically (temporary + fsync + rename): identity, temporary file
+/// name, bytes done (already fdatasync()ed). Throws gguf::Error(Io) naming it.
+void save_state(const std::string& path, const std::string& identity, const std::string& temp, uint64_t done) {
+    const std::string text = identity + "temp " + gguf::base_name(temp) + "\ndone " + std::to_string(done) + "\n";
+    const std::string tmp = path + ".new";
+    gguf::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::fdatasync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw gguf::Error(gguf::Code::Io, path + ": cannot write the resume state: " + std::strerror(e), e);
+    }
+}
+
+/// The resume point in the state file at `path` for a plan with `identity`: the temporary
+/// file and the bytes done; nullopt (and `*why` says why, "" when there is no state file) when
+/// it does not apply.
+std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& path, const std::string& identity,
+                                                           const std::string& output, std::string* why) {
+    why->clear();
+    std::string text;
+    {
+        gguf::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!fd) return std::nullopt;
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0 && text.size() < (size_t{64} << 20);) {
+            text.append(buf, static_cast<size_t>(n));
+        }
+    }
+    if (text.compare(0, identity.size(), identity) != 0) {
+        *why = "the shards on the server or the plan changed since the interrupted run";
+        return std::nullopt;
+    }
+    const std::string rest = text.substr(identity.size());
+    char name[256] = {};
+    unsigned long long done = 0;
+    if (std::sscanf(rest.c_str(), "temp %255s\ndone %llu\n", name, &done) != 2) {
+        *why = "its state file is damaged";
+        return std::nullopt;
+    }
+    const std::string dir = gguf::dir_name(output);
+    return std::make_pair((dir == "/" ? std::string() : dir) + "/" + name, static_cast<uint64_t>(done));
+}
+
+/// `merge URL OUT`: the remote set planned like a mount (remote::open_remote_set), its bytes
+/// read through the same RemoteSource (block cache read, never written: it would double the
+/// disk use) and written in offset order with resume points (see kMergeHelpTail). Sets
+/// `*interrupted` to the message for a signal once a partial output is kept.
+int merge_url(const std::string& url, const std::string& output, bool delete_splits, bool quiet,
+              remote::RemoteOptions ro, std::string* interrupted) {
+    if (delete_splits) {
+        throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
+                                                       ": --delete-splits is refused for a URL (nothing on this "
+                                                       "machine to delete)");
+    }
+    gguf::ensure_absent(output);
+    ro.store_blocks = false;
+    auto context = std::make_shared<remote::RemoteContext>(ro);
+    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, context));
+    const size_t shard_count = set->shards().size();
+    const uint64_t tensor_count = set->tensor_count();
+    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    set.reset();
+    if (cancelled()) return exit_for_signal();
+
+    const gguf::PublishMethod method = publish_method_for(output);
+    const std::string state = state_path(output);
+    const std::string identity = plan_identity(vf);
+    std::optional<gguf::OutputFile> out;
+    uint64_t resume_from = 0;
+    std::string why;
+    if (auto point = load_state(state, identity, output, &why)) {
+        struct stat st {};
+        if (point->second <= vf.size() && ::lstat(point->first.c_str(), &st) == 0 &&
+            static_cast<uint64_t>(st.st_size) >= point->second) {
+            try {
+                out.emplace(gguf::OutputFile::resume(output, point->first, method));
+                resume_from = point->second;
+            } catch (const gguf::Error& e) {
+                why = e.what();
+            }
+        } else {
+            why = "its partial output " + point->first + " is missing or shorter than recorded";
+        }
+    }
+    if (!why.empty()) spdlog::warn("{}: not continuing the interrupted merge ({}); starting from zero", output, why);
+    if (!out) ::unlink(state.c_str());
+    for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
+        spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+    }
+    if (!out) out.emplace(gguf::OutputFile::create(output, method));
+    if (resume_from > 0 && !quiet) {
+        spdlog::info("continuing {} at byte {} of {}", out->temp_path(), resume_from, vf.size());
+    }
+    checkpoint("temp-created");
+
+    gguf::WriteOptions wopt;
+    wopt.cancel = cancel_flag();
+    ProgressBar bar("downloading", vf.size(), progress_wanted(quiet));
+    uint64_t done = 0;
+    wopt.progress = [&](uint64_t n) {
+        bar.add(n);
+        done += n;
+        if (done >= vf.size() / 2 && done - n < vf.size() / 2) checkpoint("mid-copy");
+    };
+    wopt.resume_from = resume_from;
+    wopt.durable_step = kResumeStep;
+    if (const char* step = std::getenv("GGUF_MOUNT_RESUME_STEP")) wopt.durable_step = std::strtoull(step, nullptr, 10);
+    bool resumable = resume_from > 0;
+    const std::string temp = out->temp_path();
+    wopt.durable = [&](uint64_t end) {
+        save_state(state, identity, temp, end);
+        resumable = true;
+    };
+    try {
+        gguf::write_virtual_file(vf, *out, wopt);
+        bar.set_label("syncing");
+        out->commit();
+        verify_output(out->temp_path(), vf, tensor_count);
+        vf.ensure_sources_unchanged("merged");
+    } catch (const gguf::Error& e) {
+        // Kept for the next run of the same command (unless nothing durable was written yet).
+        if (!resumable) throw;
+        out->keep();
+        const std::string kept = "the partial output is kept: run the same command again to continue";
+        *interrupted = "interrupted; " + kept;
+        throw gguf::Error(e.code(), std::string(e.what()) + "; " + kept, e.sys_errno());
+    } catch (...) {
+        if (resumable) out->keep();
+        throw;
+    }
+    bar.set_label("merged");
+    bar.finish();
+    checkpoint("before-publish");
+    if (cancelled()) throw gguf::Error(gguf::Code::Io, output + ": interrupted before publishing", EINTR);
+    out->publish();
+    ::unlink(state.c_str());
+    gguf::sync_directory(gguf::dir_name(output));
+    checkpoint("published");
+    if (!quiet) {
+        spdlog::info("merged {} shard(s), {} tensors, {} bytes from {} into {}", shard_count, tensor_count, vf.size(),
+                     remote::url_for_message(url), output);
+    }
+    return 0;
+}
+#endif
+
+/// The remote settings of `merge URL` (--cache-dir, --net-timeout, --ca-cert): only in remote builds.
+#ifdef GGUF_MOUNT_WITH_REMOTE
+using MergeRemoteOptions = remote::RemoteOptions;
+#else
+struct MergeRemoteOptions {};
+#endif
+
+int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
+          const MergeRemoteOptions& ro, std::string* interrupted) {
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    const std::string url = remote::remote_source_url(first);  // the hf:// seam
+    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, ro, interrupted);
+#else
+    (void)interrupted;
+    (void)ro;
+#endif
     // Like the reference: refuse an existing output before reading anything.
     gguf::ensure_absent(output);
     if (gguf::parse_shard_name(output)) {
@@ -199,10 +401,14 @@ int merge(const std::string& first, const std::string& output, bool delete_split
 int run_merge(int argc, char** argv) {
     cxxopts::Options options("gguf-mount merge", "Merge a split GGUF model into one file (like gguf-split --merge).");
     options.custom_help("[options]");
-    options.positional_help("FIRST_SHARD GGUF_OUT");
+    options.positional_help("FIRST_SHARD|URL GGUF_OUT");
     options.add_options()
         ("delete-splits", "delete the shards after the merged file is complete and verified")
         ("q,quiet", "no progress bar and no info lines")
+        ("cache-dir", "URL: block cache read for blocks already fetched (default: as for mounts)",
+         cxxopts::value<std::string>())
+        ("net-timeout", "URL: seconds before a stalled connection fails", cxxopts::value<unsigned>()->default_value("30"))
+        ("ca-cert", "URL: extra CA certificate file (PEM) for https", cxxopts::value<std::string>())
         ("h,help", "show this help")
         // Separate string positionals: a vector option would split file names at commas.
         ("pos1", "FIRST_SHARD", cxxopts::value<std::string>())
@@ -213,6 +419,7 @@ int run_merge(int argc, char** argv) {
     std::vector<std::string> args;
     bool delete_splits = false;
     bool quiet = false;
+    MergeRemoteOptions ro;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -227,6 +434,11 @@ int run_merge(int argc, char** argv) {
         }
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        if (r.count("cache-dir")) ro.cache_dir = r["cache-dir"].as<std::string>();
+        if (r.count("ca-cert")) ro.http.ca_cert = r["ca-cert"].as<std::string>();
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, r["net-timeout"].as<unsigned>()));
+#endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("merge", e.what());
     }
@@ -235,7 +447,10 @@ int run_merge(int argc, char** argv) {
                                         " argument(s)");
     }
 
-    return run_offline(quiet, "interrupted; removed the unfinished output", [&] { return merge(args[0], args[1], delete_splits, quiet); });
+    // Read by run_offline after the body failed: merge() changes it when it keeps a partial output.
+    std::string interrupted = "interrupted; removed the unfinished output";
+    return run_offline(quiet, interrupted,
+                       [&] { return merge(args[0], args[1], delete_splits, quiet, ro, &interrupted); });
 }
 
 }  // namespace gguf_mount::cli

@@ -13,5 +13,8 @@ int run_merge(int argc, char** argv);
 /// `gguf-mount check SOURCE [--json] [--show-shards]` (cli/cmd_check.cpp): exit 0 when SOURCE
 /// has no problem, 1 otherwise.
 int run_check(int argc, char** argv);
+/// `gguf-mount prefetch SOURCE [--cache-dir DIR] [-q]` (cli/cmd_prefetch.cpp, remote builds
+/// only): exit 0 when every block of every file SOURCE serves is in the block cache.
+int run_prefetch(int argc, char** argv);
 
 }  // namespace gguf_mount::cli

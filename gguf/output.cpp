@@ -57,8 +57,21 @@ public:
 
     void run() {
         const VirtualLayout& layout = vf_.layout();
-        for (const Extent& e : layout.extents()) {
+        if (opt_.resume_from > vf_.size()) {
+            throw Error(Code::BadArgument, out_.final_path() + ": resume offset " + std::to_string(opt_.resume_from) +
+                                               " is past the end (" + std::to_string(vf_.size()) + " bytes)");
+        }
+        durable_at_ = opt_.resume_from;
+        for (Extent e : layout.extents()) {
             check_cancel();
+            if (opt_.resume_from > e.start) {  // already written by an earlier run
+                const uint64_t skip = std::min(e.length, opt_.resume_from - e.start);
+                report(skip);
+                e.start += skip;
+                e.source_offset += skip;
+                e.length -= skip;
+                if (e.length == 0) continue;
+            }
             switch (e.kind) {
                 case Extent::Kind::Header:
                     write_memory(layout.header().data() + e.source_offset, e.length, e.start);
@@ -104,8 +117,14 @@ private:
     }
 
     /// Starts the write-out of [kicked_, end) once it reaches kWritebackStep bytes (the output
-    /// is written in offset order). Best effort: a failure here resurfaces at fsync.
+    /// is written in offset order). Best effort: a failure here resurfaces at fsync. Makes a
+    /// resume point every durable_step bytes (WriteOptions::durable).
     void written_up_to(uint64_t end) {
+        if (opt_.durable && opt_.durable_step > 0 && end > durable_at_ && end - durable_at_ >= opt_.durable_step) {
+            if (::fdatasync(out_.fd()) != 0) throw_io(out_.final_path() + ": fdatasync failed", errno);
+            durable_at_ = end;
+            opt_.durable(end);
+        }
         if (end <= kicked_ || end - kicked_ < kWritebackStep) return;
         ::sync_file_range(out_.fd(), static_cast<off64_t>(kicked_), static_cast<off64_t>(end - kicked_),
                           SYNC_FILE_RANGE_WRITE);
@@ -137,9 +156,36 @@ private:
         return static_cast<uint64_t>(st.st_size);
     }
 
+    /// Copies a Source extent read through a ByteSource (no holes, no copy_file_range).
+    void copy_remote(const SourceFile& src, const Extent& e) {
+        if (!remote_buffer_) remote_buffer_ = std::make_unique<char[]>(kRemoteCopyChunk);
+        for (uint64_t done = 0; done < e.length;) {
+            check_cancel();
+            const uint64_t at = e.source_offset + done;
+            const size_t want = static_cast<size_t>(std::min(e.length - done, kRemoteCopyChunk));
+            const ssize_t n = src.remote->pread(remote_buffer_.get(), want, at);
+            if (n < 0) {
+                throw Error(Code::Io, src.path + ": read failed at offset " + std::to_string(at) + ": " +
+                                          std::strerror(static_cast<int>(-n)), static_cast<int>(-n));
+            }
+            if (static_cast<size_t>(n) < want) {
+                throw Error(Code::Truncated, src.path + ": ends before offset " + std::to_string(at + want) +
+                                                 " (it has " + std::to_string(src.remote->size()) + " bytes)");
+            }
+            write_memory(remote_buffer_.get(), want, e.start + done);
+            stats_.buffered_bytes += want;
+            report(want);
+            done += want;
+        }
+    }
+
     /// Copies Source extent `e`, skipping holes of the source when enabled.
     void copy_source(const Extent& e) {
         const SourceFile& src = vf_.sources().at(e.source);
+        if (src.remote) {
+            copy_remote(src, e);
+            return;
+        }
         const int in = src.fd.get();
         uint64_t pos = e.source_offset;
         const uint64_t end = e.source_offset + e.length;
@@ -243,6 +289,8 @@ private:
     bool kernel_;
     bool holes_;
     std::unique_ptr<char[]> buffer_;
+    std::unique_ptr<char[]> remote_buffer_;
+    uint64_t durable_at_ = 0;  // the last resume point made (or resumed from)
     uint64_t kicked_ = 0;  // output bytes below this offset have had their write-out started
 };
 
@@ -386,6 +434,39 @@ OutputFile OutputFile::create(const std::string& final_path, PublishMethod metho
                                       ": temporary files keep disappearing");
         }
     }
+}
+
+OutputFile OutputFile::resume(const std::string& final_path, const std::string& temp_path, PublishMethod method) {
+    const std::string prefix = temp_prefix(final_path);
+    if (temp_path.size() != prefix.size() + kTempSuffix || temp_path.compare(0, prefix.size(), prefix) != 0) {
+        throw Error(Code::Io, temp_path + ": not a temporary file of " + final_path);
+    }
+    int fd = ::open(temp_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) throw_io(temp_path + ": cannot reopen the unfinished output", errno);
+    OutputFile f;
+    f.fd_ = UniqueFd(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+        f.fd_ = UniqueFd();
+        throw Error(Code::Io, temp_path + ": not a regular file of this user; not resumed");
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno != ENOLCK && errno != EINVAL) {
+        f.fd_ = UniqueFd();
+        throw Error(Code::Io, temp_path + ": being written by another process");
+    }
+    f.final_path_ = final_path;
+    f.temp_path_ = temp_path;
+    f.method_ = method;
+    int lock_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (lock_fd >= 0) f.lock_ = UniqueFd(lock_fd);
+    return f;
+}
+
+void OutputFile::keep() noexcept {
+    if (published_) return;
+    fd_ = UniqueFd();
+    temp_path_.clear();
+    lock_ = UniqueFd();
 }
 
 OutputFile::OutputFile(OutputFile&& o) noexcept

@@ -12,7 +12,17 @@
 
 namespace gguf_mount::remote {
 
-gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+std::string remote_source_url(const std::string& source) {
+    if (is_http_url(source)) return source;
+    if (source.size() >= 5 && (source.compare(0, 5, "hf://") == 0 || source.compare(0, 5, "HF://") == 0)) {
+        throw gguf::Error(gguf::Code::BadArgument,
+                          url_for_message(source) + ": hf:// sources are not supported yet; give the file's "
+                                                    "https://HOST/ORG/REPO/resolve/COMMIT/PATH URL instead");
+    }
+    return "";
+}
+
+gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : first_url.substr(q);
     const std::string shown = url_for_message(first_url);  // names and messages use this form
@@ -62,10 +72,13 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
         lf.parts.push_back(it->second->part());
         return lf;
     };
-    gguf::SplitSet set = gguf::SplitSet::open(shown, resolve);
+    return gguf::SplitSet::open(shown, resolve);
+}
 
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+    gguf::SplitSet set = open_remote_set(first_url, context);
     gguf::Catalog catalog;
-    catalog.source = shown;
+    catalog.source = url_for_message(first_url);
     gguf::CatalogDirectory root;
     root.attr.mode = 0555;
     root.attr.uid = ::getuid();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gguf/catalog.hpp"
+#include "gguf/split_set.hpp"
 #include "remote/source.hpp"
 
 namespace gguf_mount::remote {
@@ -18,5 +19,17 @@ namespace gguf_mount::remote {
 /// failures of shard 1 (ENOENT for 404/410), BadSplit for a name that is not a first shard or a
 /// set that does not validate (a missing shard is "URL: missing shard i of N").
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
+
+/// The http(s) URL that `merge` and `prefetch` read for the command-line SOURCE `source`:
+/// `source` itself for an http(s):// URL, "" for anything else that is not hf:// (a local path).
+/// SEAM (issue 12, Hub sources, branch h-hub): an `hf://ORG/REPO[@REV]/PATH` source is to be
+/// resolved here (pinned commit, resolve URL, token for the endpoint only); until then it throws
+/// gguf::Error(Code::BadArgument) "SOURCE: hf:// sources are not supported yet; ...".
+std::string remote_source_url(const std::string& source);
+
+/// The validated split set behind remote_set_catalog (shards named by their shown URLs, each
+/// with one part whose `source` is a RemoteSource). Also what `merge URL OUT` plans from.
+/// Throws as remote_set_catalog.
+gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
 
 }  // namespace gguf_mount::remote

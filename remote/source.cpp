@@ -91,6 +91,12 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         size_t got = 0;
         ObjectInfo info = context->http().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
         auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, info));
+        if (!context->options().store_blocks) {
+            // Kept in memory until read to its end (the header read, then the data copy).
+            std::shared_ptr<char[]> block(buf.release());
+            src->fresh_[0] = block;
+            return src;
+        }
         cache.store(src->key_, 0, buf.get(), got);
         cache.save_meta(url, info);
         return src;
@@ -146,6 +152,14 @@ gguf::FilePart RemoteSource::part() const {
 uint64_t RemoteSource::block_length(uint64_t block) const noexcept {
     const uint64_t start = block * BlockCache::kBlockSize;
     return start >= info_.size ? 0 : std::min(BlockCache::kBlockSize, info_.size - start);
+}
+
+uint64_t RemoteSource::first_uncached_block() const noexcept {
+    const uint64_t n = block_count();
+    for (uint64_t b = 0; b < n; ++b) {
+        if (!context_->cache().has(key_, b, block_length(b))) return b;
+    }
+    return n;
 }
 
 std::shared_ptr<const char[]> RemoteSource::fresh(uint64_t block) const {
@@ -216,6 +230,7 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     cv_.notify_all();
     if (rc != 0) return rc;
     if (bytes) *bytes = buf;
+    if (!context_->options().store_blocks) return 0;  // stays in fresh_ until read to its end
     const auto t1 = std::chrono::steady_clock::now();
     int s = context_->cache().store(key_, block, buf.get(), got);
     if (s != 0 && !store_failure_logged_.exchange(true)) {
@@ -279,6 +294,10 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         if (bytes) {
             std::memcpy(out + done, bytes.get() + in_block, n);
             r = static_cast<ssize_t>(n);
+            if (!context_->options().store_blocks && in_block + n == blen) {
+                std::lock_guard<std::mutex> lock(mutex_);
+                fresh_.erase(block);  // read to its end: a sequential reader is done with it
+            }
         }
         if (r < 0) return r == -ENOENT ? -EIO : r;
         done += n;

@@ -27,6 +27,11 @@ struct RemoteOptions {
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 4;  ///< blocks fetched ahead of a sequential reader
     unsigned fetch_threads = 4;     ///< background fetches in flight (read-ahead)
+    /// false: fetched blocks are never written to the cache (blocks already cached are still
+    /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
+    /// read its last byte, so a sequential reader (`merge URL`) holds at most
+    /// readahead_blocks + 1 blocks and the disk holds only what it writes itself.
+    bool store_blocks = true;
 };
 
 /// What the sources of one mount share: the HTTP client, the cache, and the read-ahead workers
@@ -86,6 +91,12 @@ public:
     bool changed() const noexcept override { return changed_.load(); }
     std::string display_name() const override { return name_; }
     std::string validator() const override { return info_.validator; }
+
+    /// Number of BlockCache::kBlockSize blocks of the object (the last one may be shorter).
+    uint64_t block_count() const noexcept { return (info_.size + BlockCache::kBlockSize - 1) / BlockCache::kBlockSize; }
+    /// Index of the first block the block cache does not hold with its full length, or
+    /// block_count() when every block is cached (what `prefetch` checks). Never throws.
+    uint64_t first_uncached_block() const noexcept;
 
     /// The FilePart of this source for the catalog: path = display name, st = S_IFREG | 0444,
     /// owner the daemon's user, mtime Last-Modified.

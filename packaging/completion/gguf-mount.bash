@@ -10,8 +10,12 @@ _gguf_mount() {
             [[ "$cur" != -* ]] && _filedir
             ;;
         merge)
-            COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --cache-dir --net-timeout --ca-cert --help" -- "$cur"))
             [[ "$cur" != -* ]] && _filedir
+            ;;
+        prefetch)
+            COMPREPLY=($(compgen -W "--cache-dir --net-timeout --ca-cert --quiet --help" -- "$cur"))
+            [[ "$prev" == --cache-dir ]] && _filedir -d
             ;;
         check)
             COMPREPLY=($(compgen -W "--json --show-shards --help" -- "$cur"))
@@ -19,7 +23,7 @@ _gguf_mount() {
             ;;
         *)
             if [ "$cword" -eq 1 ]; then
-                COMPREPLY=($(compgen -W "split merge mount check --help --version" -- "$cur"))
+                COMPREPLY=($(compgen -W "split merge mount check prefetch --help --version" -- "$cur"))
                 _filedir -d
             elif [[ "$cur" == -* ]]; then
                 COMPREPLY=($(compgen -W "--foreground --debug --single-thread --show-shards --allow-non-empty --verbose --log-level --readahead-kb --cache-dir --cache-max-size --offline --ca-cert --net-timeout --revalidate -o --help --version" -- "$cur"))

@@ -603,3 +603,41 @@ TEST_F(RemoteMount, OfflineDirectoryMountAfterAnOnlineMountServesTheCachedFiles)
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(RemoteMount, PrefetchThenOfflineServesEveryByteWithTheServerStopped) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string url = first_url(nginx_->base_url());
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, url});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Every block fetched once (block 0 of each shard while planning, the rest by prefetch).
+    uint64_t shard_bytes = 0, fetched = 0;
+    for (const auto& e : std::filesystem::directory_iterator(src_)) shard_bytes += e.file_size();
+    for (const auto& e : nginx_->wait_access_log(6)) fetched += e.method == "GET" ? e.body_bytes_sent : 0;
+    EXPECT_EQ(fetched, shard_bytes);
+    nginx_->stop();
+
+    ASSERT_TRUE(mount(remote_args({"--offline"}), url));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/dense.gguf"), gguf_test::sha256_hex(want_));
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    // Run again with the server down: everything is cached, but the server cannot confirm the
+    // versions: prefetch fails with one line naming the URL.
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, url});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("dense-00001-of-00003.gguf"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(RemoteMount, PrefetchOfAMissingFirstShardFailsWithOneLine) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_,
+                             nginx_->base_url() + "/nothere-00001-of-00002.gguf"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("nothere-00001-of-00002.gguf"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace

@@ -305,3 +305,49 @@ TEST(Output, TemporaryOfAnotherUserIsKept) {
 }
 
 }  // namespace
+
+namespace {
+
+// A resumed write (merge URL): bytes before resume_from are neither written nor read, the
+// rest completes the file; resume points come every durable_step bytes; keep() leaves the
+// temporary file for OutputFile::resume, which refuses a file it did not name.
+TEST(Output, ResumedWriteCompletesAKeptTemporaryWithDurablePoints) {
+    gguf_test::TempDir tmp;
+    const auto vf = kvzoo_merged();
+    const std::string path = tmp / "m.gguf";
+    const uint64_t resume = vf.size() / 3 + 5;  // inside a Source extent
+    std::string temp;
+    {
+        auto out = gguf::OutputFile::create(path);
+        temp = out.temp_path();
+        // The first part as an earlier run left it: the right bytes.
+        std::string head(resume, '\0');
+        ASSERT_EQ(vf.read(0, resume, head.data()), static_cast<ssize_t>(resume));
+        ASSERT_EQ(::pwrite(out.fd(), head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+        out.keep();
+    }
+    ASSERT_TRUE(std::filesystem::exists(temp));
+    EXPECT_THROW(gguf::OutputFile::resume(path, tmp / "other"), gguf::Error);
+    auto out = gguf::OutputFile::resume(path, temp);
+    gguf::WriteOptions o;
+    o.resume_from = resume;
+    o.durable_step = 256 << 10;
+    std::vector<uint64_t> points;
+    o.durable = [&](uint64_t end) { points.push_back(end); };
+    uint64_t reported = 0;
+    o.progress = [&](uint64_t n) { reported += n; };
+    auto stats = gguf::write_virtual_file(vf, out, o);
+    out.publish();
+    EXPECT_EQ(gguf_test::sha256_file(path), "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f");
+    EXPECT_EQ(reported, vf.size());
+    // Only the bytes after the resume point were written.
+    EXPECT_EQ(stats.header_bytes + stats.zero_bytes + stats.kernel_bytes + stats.buffered_bytes + stats.hole_bytes,
+              vf.size() - resume);
+    ASSERT_FALSE(points.empty());
+    EXPECT_GE(points.front(), resume + o.durable_step);
+    for (size_t i = 1; i < points.size(); ++i) EXPECT_GE(points[i] - points[i - 1], o.durable_step);
+    EXPECT_LE(points.back(), vf.size());
+    EXPECT_EQ(list_dir(tmp.path()), std::vector<std::string>{"m.gguf"});
+}
+
+}  // namespace

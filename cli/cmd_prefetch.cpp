@@ -1,0 +1,186 @@
+// `gguf-mount prefetch SOURCE [--cache-dir DIR] [-q]`: fills the block cache with every block of
+// every file a mount of the remote SOURCE serves, so that `gguf-mount SOURCE MNT --offline`
+// serves every byte without the server.
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "cli/offline.hpp"
+#include "cli/progress.hpp"
+#include "gguf/catalog.hpp"
+#include "gguf/error.hpp"
+#include "remote/catalog.hpp"
+#include "remote/listing.hpp"
+#include "remote/source.hpp"
+#include "remote/url_parts.hpp"
+
+namespace gguf_mount::cli {
+
+namespace {
+
+const char* const kPrefetchHelpTail =
+    "\n"
+    "SOURCE is a remote first-shard URL (http(s)://HOST/PATH/NAME-00001-of-0000N.gguf) or a\n"
+    "directory URL ending in '/'. Every block of every file a mount of SOURCE serves (split\n"
+    "sets, companions) is fetched, several at a time, into the block cache (--cache-dir, as for\n"
+    "mounts; blocks already cached are not fetched again). Exit status 0 only when every block is\n"
+    "cached; then 'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte of a\n"
+    "first-shard URL with the server down. A progress bar is shown when stderr is a terminal.\n"
+    "Exit status: 0 all cached, 1 failed, 2 usage error.\n";
+
+/// Fetches blocks in flight at once (each a 4 MiB ranged GET stored durably).
+constexpr unsigned kPrefetchThreads = 4;
+
+/// Every RemoteSource a mount of `source` would read, each once.
+std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
+    const std::string& source, const std::shared_ptr<remote::RemoteContext>& context) {
+    const std::string path_part = source.substr(0, source.find_first_of("?#"));
+    gguf::Catalog catalog;
+    if (!path_part.empty() && path_part.back() == '/') {
+        remote::HttpDirectoryListing listing(context, source);
+        catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
+    } else {
+        catalog = remote::remote_set_catalog(source, context);
+    }
+    std::vector<std::shared_ptr<const remote::RemoteSource>> out;
+    std::set<const gguf::ByteSource*> seen;
+    for (const gguf::CatalogEntry& e : catalog.entries) {
+        for (const gguf::FilePart& p : e.parts()) {
+            auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(p.source);
+            if (r && seen.insert(r.get()).second) out.push_back(r);
+        }
+    }
+    return out;
+}
+
+int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
+    const std::string source = remote::remote_source_url(argument);  // the hf:// seam
+    if (source.empty()) {
+        throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL (prefetch fills the cache of "
+                                                            "remote sources only)");
+    }
+    auto context = std::make_shared<remote::RemoteContext>(ro);
+    const auto sources = served_sources(source, context);
+    struct Job {
+        const remote::RemoteSource* source;
+        uint64_t block;
+    };
+    std::vector<Job> jobs;
+    uint64_t total = 0;
+    for (const auto& s : sources) {
+        total += s->size();
+        for (uint64_t b = 0; b < s->block_count(); ++b) jobs.push_back({s.get(), b});
+    }
+    ProgressBar bar("prefetching", total, progress_wanted(quiet));
+    std::atomic<size_t> next{0};
+    std::atomic<uint64_t> done{0};
+    std::atomic<unsigned> finished{0};
+    std::mutex error_mutex;
+    std::string first_error;
+    auto work = [&] {
+        std::unique_ptr<char[]> buf(new char[remote::BlockCache::kBlockSize]);
+        for (size_t i; !cancelled() && (i = next.fetch_add(1)) < jobs.size();) {
+            const Job& j = jobs[i];
+            const uint64_t at = j.block * remote::BlockCache::kBlockSize;
+            const size_t len = static_cast<size_t>(std::min(remote::BlockCache::kBlockSize, j.source->size() - at));
+            const ssize_t n = j.source->pread(buf.get(), len, at);
+            if (n != static_cast<ssize_t>(len)) {
+                std::lock_guard<std::mutex> lock(error_mutex);
+                if (first_error.empty()) {
+                    first_error = j.source->display_name() + ": block " + std::to_string(j.block) + " (bytes " +
+                                  std::to_string(at) + "-" + std::to_string(at + len - 1) + ") could not be fetched: " +
+                                  (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read");
+                }
+            }
+            done += len;
+        }
+        ++finished;
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < kPrefetchThreads; ++t) threads.emplace_back(work);
+    uint64_t shown = 0;
+    while (finished.load() < kPrefetchThreads) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const uint64_t d = done.load();
+        bar.add(d - shown);
+        shown = d;
+    }
+    for (auto& t : threads) t.join();
+    bar.add(done.load() - shown);
+    bar.finish();
+    if (cancelled()) throw gguf::Error(gguf::Code::Io, "interrupted", EINTR);
+    if (!first_error.empty()) throw gguf::Error(gguf::Code::Io, first_error, EIO);
+    // The cache is the judge: a block stored and evicted at once (--cache-max-size too small)
+    // or not stored (disk full) is not cached.
+    for (const auto& s : sources) {
+        const uint64_t b = s->first_uncached_block();
+        if (b < s->block_count()) {
+            throw gguf::Error(gguf::Code::Io, s->display_name() + ": block " + std::to_string(b) + " is not in the cache " +
+                                                  context->cache().dir() + " after fetching (disk full, or "
+                                                  "--cache-max-size smaller than the model?)",
+                              EIO);
+        }
+    }
+    if (!quiet) {
+        spdlog::info("{}: {} file(s), {} bytes cached in {}", remote::url_for_message(source), sources.size(), total,
+                     context->cache().dir());
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run_prefetch(int argc, char** argv) {
+    cxxopts::Options options("gguf-mount prefetch", "Fill the block cache with every byte of a remote source.");
+    options.custom_help("[options]");
+    options.positional_help("SOURCE");
+    options.add_options()
+        ("cache-dir", "block cache directory (default: $XDG_CACHE_HOME/gguf-mount)", cxxopts::value<std::string>())
+        ("net-timeout", "seconds before a stalled connection fails", cxxopts::value<unsigned>()->default_value("30"))
+        ("ca-cert", "extra CA certificate file (PEM) for https", cxxopts::value<std::string>())
+        ("q,quiet", "no progress bar and no info lines")
+        ("h,help", "show this help")
+        ("pos1", "SOURCE", cxxopts::value<std::string>())
+        ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
+    options.parse_positional({"pos1", "extra"});
+    std::string source;
+    remote::RemoteOptions ro;
+    ro.readahead_blocks = 0;  // prefetch drives its own fetches
+    bool quiet = false;
+    try {
+        auto r = options.parse(argc, argv);
+        if (r.count("help")) {
+            std::printf("%s%s", options.help().c_str(), kPrefetchHelpTail);
+            return 0;
+        }
+        if (r.count("extra")) {
+            return usage_error("prefetch", "expected one SOURCE, got more arguments (first extra: '" +
+                                               r["extra"].as<std::vector<std::string>>().front() + "')");
+        }
+        if (!r.count("pos1")) return usage_error("prefetch", "expected SOURCE");
+        source = r["pos1"].as<std::string>();
+        if (r.count("cache-dir")) ro.cache_dir = r["cache-dir"].as<std::string>();
+        if (r.count("ca-cert")) ro.http.ca_cert = r["ca-cert"].as<std::string>();
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, r["net-timeout"].as<unsigned>()));
+        quiet = r.count("quiet") > 0;
+    } catch (const cxxopts::exceptions::exception& e) {
+        return usage_error("prefetch", e.what());
+    }
+    return run_offline(quiet, "interrupted; the blocks fetched so far stay cached",
+                       [&] { return prefetch(source, ro, quiet); });
+}
+
+}  // namespace gguf_mount::cli
+#endif  // GGUF_MOUNT_WITH_REMOTE
