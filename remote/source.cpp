@@ -30,14 +30,18 @@ RemoteContext::~RemoteContext() {
     cv_.notify_all();
     store_cv_.notify_all();
     for (auto& t : workers_) t.join();
-    if (store_thread_.joinable()) store_thread_.join();  // runs the queued stores first
+    for (auto& t : store_threads_) t.join();  // they run the queued stores first
 }
 
 bool RemoteContext::store_later(std::function<void()> job) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_ || stores_.size() >= options_.pending_stores) return false;
-        if (!store_thread_.joinable()) store_thread_ = std::thread([this] { store_work(); });
+        if (store_threads_.empty()) {
+            for (unsigned i = 0; i < std::max(1u, options_.store_threads); ++i) {
+                store_threads_.emplace_back([this] { store_work(); });
+            }
+        }
         stores_.push_back(std::move(job));
     } catch (...) {
         return false;

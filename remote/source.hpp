@@ -27,13 +27,14 @@ struct RemoteOptions {
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
-    /// Fetched blocks waiting for the store thread (each held in memory: 4 MiB); past it a fetch
+    /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
     unsigned pending_stores = 16;
+    unsigned store_threads = 2;  ///< stores (write + fdatasync + rename) running at once
 };
 
 /// What the sources of one mount share: the HTTP client, the cache, the read-ahead workers and
-/// the store thread (started on first use, so no thread exists before the daemon forks).
+/// the store threads (started on first use, so no thread exists before the daemon forks).
 class RemoteContext {
 public:
     /// Opens the cache (throws std::runtime_error naming the directory).
@@ -48,7 +49,7 @@ public:
     /// dropped: read-ahead is best effort).
     void submit(std::function<void()> job) noexcept;
 
-    /// Queues `job` (a BlockCache::store of a fetched block) for the store thread, so neither a
+    /// Queues `job` (a BlockCache::store of a fetched block) for a store thread, so neither a
     /// reader nor a fetch worker waits for write + fdatasync + rename. Returns false when
     /// options().pending_stores jobs are already queued (or no thread can be started): the
     /// caller stores the block itself. Queued stores all run before the context is destroyed
@@ -69,7 +70,7 @@ private:
     bool stopping_ = false;
     std::deque<std::function<void()>> stores_;  // under mutex_
     std::condition_variable store_cv_;
-    std::thread store_thread_;
+    std::vector<std::thread> store_threads_;
 };
 
 /// One version of a remote object, read in BlockCache::kBlockSize blocks: cached blocks from
