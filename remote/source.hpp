@@ -77,8 +77,9 @@ private:
 /// disk, missing ones fetched (one ranged GET per block; concurrent reads of one block wait for
 /// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
 /// fetched in the background. A fetched block is served from memory at once and stored in the
-/// cache by the context's store thread (it is present in the cache only once durably written). A fetch whose answer has another validator marks the source
-/// changed(): no byte of the new version is ever served through it.
+/// cache by a store thread of the context (present in the cache only once durably written).
+/// A fetch whose answer has another validator marks the source changed(): no byte of the new
+/// version is ever served through it.
 class RemoteSource final : public gguf::ByteSource, public std::enable_shared_from_this<RemoteSource> {
 public:
     /// Learns size and validator of `url`: online, with a HEAD when the cache has a record of
