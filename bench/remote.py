@@ -394,8 +394,8 @@ http {{
             lines.append("| same vs curl saving the shards to disk + sync | %.0f MB/s | curl -o %.0f MB/s | %.2fx |" % (
                 c["gm_MBps"], c["curl_disk_MBps"], c["disk_ratio"]))
             if "ref_MBps" in c:
-                lines.append("| same, reference build (%s) | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
-                    self.ref_gm, c["ref_MBps"], c["curl_MBps"], c["ref_ratio"]))
+                lines.append("| same, --ref-gm build (%s) | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
+                    os.path.basename(self.ref_gm), c["ref_MBps"], c["curl_MBps"], c["ref_ratio"]))
         if "cdn" in R:
             c = R["cdn"]
             lines.append("| limit_rate %d MiB/s per connection, %.2f GiB | %.0f MB/s | aria2c -x8 %.0f MB/s | %.2fx |" % (

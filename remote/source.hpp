@@ -29,7 +29,7 @@ struct RemoteOptions {
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
     /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
-    unsigned pending_stores = 16;
+    unsigned pending_stores = 4;
     unsigned store_threads = 2;  ///< stores (write + fdatasync + rename) running at once
 };
 
