@@ -81,7 +81,7 @@ template <typename T>
 gguf::Value scalar(gguf::ValueType type, T v) {
     gguf::Value out;
     out.type = type;
-    out.raw.assign(reinterpret_cast<const char*>(&v), sizeof v);
+    out.raw = gguf::SharedBytes(std::string(reinterpret_cast<const char*>(&v), sizeof v));
     return out;
 }
 
@@ -90,12 +90,15 @@ void put(std::string& s, T v) {
     s.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-/// Array value header: element type (u32) + count (u64).
-gguf::Value array_of(gguf::ValueType elem, uint64_t count) {
+/// An array value: element type (u32) + count (u64) + `elements` (already encoded).
+gguf::Value array_of(gguf::ValueType elem, uint64_t count, const std::string& elements) {
+    std::string raw;
+    put(raw, static_cast<uint32_t>(elem));
+    put(raw, count);
+    raw += elements;
     gguf::Value v;
     v.type = gguf::ValueType::Array;
-    put(v.raw, static_cast<uint32_t>(elem));
-    put(v.raw, count);
+    v.raw = gguf::SharedBytes(std::move(raw));
     return v;
 }
 
@@ -118,9 +121,7 @@ std::vector<gguf::KeyValue> make_kvs(uint32_t n_layers, uint32_t vocab, Rng& rng
     kvs.push_back({"tokenizer.ggml.model", gguf::Value::string("gpt2")});
     kvs.push_back({"tokenizer.ggml.pre", gguf::Value::string("llama-bpe")});
 
-    gguf::Value tokens = array_of(VT::String, vocab);
-    gguf::Value types = array_of(VT::I32, vocab);
-    gguf::Value scores = array_of(VT::F32, vocab);
+    std::string tokens, types, scores;
     static const char letters[] = "abcdefghijklmnopqrstuvwxyz";
     for (uint32_t i = 0; i < vocab; ++i) {
         // A random word of 1-12 letters, made unique with the index (real vocabularies average
@@ -130,14 +131,14 @@ std::vector<gguf::KeyValue> make_kvs(uint32_t n_layers, uint32_t vocab, Rng& rng
         size_t len = 1 + (r % 12);
         for (size_t k = 0; k < len; ++k) tok += letters[(r >> (8 + 4 * (k % 12))) % 26];
         tok += std::to_string(i);
-        put(tokens.raw, static_cast<uint64_t>(tok.size()));
-        tokens.raw += tok;
-        put(types.raw, static_cast<int32_t>(i < 256 ? 6 : 1));
-        put(scores.raw, -static_cast<float>(i));
+        put(tokens, static_cast<uint64_t>(tok.size()));
+        tokens += tok;
+        put(types, static_cast<int32_t>(i < 256 ? 6 : 1));
+        put(scores, -static_cast<float>(i));
     }
-    kvs.push_back({"tokenizer.ggml.tokens", std::move(tokens)});
-    kvs.push_back({"tokenizer.ggml.token_type", std::move(types)});
-    kvs.push_back({"tokenizer.ggml.scores", std::move(scores)});
+    kvs.push_back({"tokenizer.ggml.tokens", array_of(VT::String, vocab, tokens)});
+    kvs.push_back({"tokenizer.ggml.token_type", array_of(VT::I32, vocab, types)});
+    kvs.push_back({"tokenizer.ggml.scores", array_of(VT::F32, vocab, scores)});
     kvs.push_back({"tokenizer.ggml.bos_token_id", gguf::Value::u32(1)});
     kvs.push_back({"tokenizer.ggml.eos_token_id", gguf::Value::u32(2)});
     return kvs;

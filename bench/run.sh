@@ -5,6 +5,8 @@
 #   bench/run.sh --data DIR      keep the generated data in DIR (default bench/data, git-ignored;
 #                                or set GGUF_BENCH_DATA); data is generated once and reused
 #   bench/run.sh --help          every option of the driver (bench/bench.py)
+#   bench/run.sh --remote [--quick]  only the remote benchmark instead (bench/remote.sh: loopback
+#                                nginx, ratios against curl / aria2c / a local mount)
 # Installs what it needs from Debian (build dependencies, fuse3, gnuplot-nox, util-linux),
 # builds a Release tree in build-bench/ with the bench helpers, then runs bench/bench.py, which
 # writes bench/results/<kernel>.{md,json,png}. Run as root: cold rows need
@@ -13,6 +15,13 @@
 # stops only the daemons this run started, even if the driver is killed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for a in "$@"; do
+  if [ "$a" = --remote ]; then
+    rest=()
+    for b in "$@"; do [ "$b" = --remote ] || rest+=("$b"); done
+    exec bench/remote.sh "${rest[@]}"
+  fi
+done
 
 data=""
 quick=0

@@ -58,7 +58,8 @@ const char* const kMergeHelpTail =
     "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
     "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
     "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
-    "FIRST_SHARD may be an http(s):// URL of a first shard: each shard is read once, in order,\n"
+    "FIRST_SHARD may be an http(s):// URL of a first shard, or hf://ORG/REPO[@REVISION]/PATH to one\n"
+    "(the revision pinned to its commit; HF_TOKEN, HF_ENDPOINT): each shard is read once, in order,\n"
     "straight into the output (no shard copies on disk; peak disk use = the merged size; blocks\n"
     "already in the block cache, e.g. after `gguf-mount prefetch`, are read from it, and fetched\n"
     "blocks are not added to it). Interrupted (Ctrl-C, kill -9, network failure), the partial\n"
@@ -325,8 +326,9 @@ struct MergeRemoteOptions {};
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
           const MergeRemoteOptions& ro, std::string* interrupted) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    const std::string url = remote::remote_source_url(first);  // the hf:// seam
-    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, ro, interrupted);
+    remote::RemoteOptions url_options = ro;  // an hf:// source adds its token (endpoint only)
+    const std::string url = remote::remote_source_url(first, &url_options);
+    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, url_options, interrupted);
 #else
     (void)interrupted;
     (void)ro;

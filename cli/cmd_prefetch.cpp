@@ -22,6 +22,7 @@
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
 #include "remote/catalog.hpp"
+#include "remote/hub_listing.hpp"
 #include "remote/listing.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
@@ -32,28 +33,20 @@ namespace {
 
 const char* const kPrefetchHelpTail =
     "\n"
-    "SOURCE is a remote first-shard URL (http(s)://HOST/PATH/NAME-00001-of-0000N.gguf) or a\n"
-    "directory URL ending in '/'. Every block of every file a mount of SOURCE serves (split\n"
-    "sets, companions) is fetched, several at a time, into the block cache (--cache-dir, as for\n"
-    "mounts; blocks already cached are not fetched again). Exit status 0 only when every block is\n"
-    "cached; then 'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte of a\n"
-    "first-shard URL with the server down. A progress bar is shown when stderr is a terminal.\n"
+    "SOURCE is a remote first-shard URL (http(s)://HOST/PATH/NAME-00001-of-0000N.gguf), a\n"
+    "directory URL ending in '/', or hf://ORG/REPO[@REVISION][/PATH] (HF_TOKEN, HF_ENDPOINT).\n"
+    "Every block of every file a mount of SOURCE serves (split sets, companions) is fetched,\n"
+    "several at a time, into the block cache (--cache-dir, as for mounts; blocks already cached\n"
+    "are not fetched again). Exit status 0 only when every block is cached; then\n"
+    "'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte with the server\n"
+    "down. A progress bar is shown when stderr is a terminal.\n"
     "Exit status: 0 all cached, 1 failed, 2 usage error.\n";
 
 /// Fetches blocks in flight at once (each a 4 MiB ranged GET stored durably).
 constexpr unsigned kPrefetchThreads = 4;
 
-/// Every RemoteSource a mount of `source` would read, each once.
-std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
-    const std::string& source, const std::shared_ptr<remote::RemoteContext>& context) {
-    const std::string path_part = source.substr(0, source.find_first_of("?#"));
-    gguf::Catalog catalog;
-    if (!path_part.empty() && path_part.back() == '/') {
-        remote::HttpDirectoryListing listing(context, source);
-        catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
-    } else {
-        catalog = remote::remote_set_catalog(source, context);
-    }
+/// Every RemoteSource `catalog` reads, each once.
+std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::Catalog& catalog) {
     std::vector<std::shared_ptr<const remote::RemoteSource>> out;
     std::set<const gguf::ByteSource*> seen;
     for (const gguf::CatalogEntry& e : catalog.entries) {
@@ -65,14 +58,38 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     return out;
 }
 
-int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
-    const std::string source = remote::remote_source_url(argument);  // the hf:// seam
-    if (source.empty()) {
-        throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL (prefetch fills the cache of "
-                                                            "remote sources only)");
+/// Every RemoteSource a mount of `argument` would read, each once, and the context that reads
+/// them: an hf:// repo or folder through its pinned tree (remote::HubListing), an http(s)
+/// directory URL (ending in '/') through its index pages, a first shard (http(s) or an hf://
+/// file path, remote::remote_source_url) through its set. Throws gguf::Error naming the source.
+std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
+    const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context) {
+    const std::string path_part = argument.substr(0, argument.find_first_of("?#"));
+    const bool hub_folder = argument.rfind("hf://", 0) == 0 &&
+                            (path_part.size() < 5 || path_part.compare(path_part.size() - 5, 5, ".gguf") != 0);
+    if (hub_folder) {
+        const remote::HubSetup hub = remote::hub_setup(argument, &ro.http);
+        *context = std::make_shared<remote::RemoteContext>(ro);
+        remote::HubListing listing(*context, hub.source, hub.endpoint, hub.token_source);
+        listing.pin();
+        return sources_of(gguf::build_catalog(listing, gguf::CatalogOptions{}));
     }
-    auto context = std::make_shared<remote::RemoteContext>(ro);
-    const auto sources = served_sources(source, context);
+    const std::string source = remote::remote_source_url(argument, &ro);
+    if (source.empty()) {
+        throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL or hf:// source (prefetch fills "
+                                                            "the cache of remote sources only)");
+    }
+    *context = std::make_shared<remote::RemoteContext>(ro);
+    if (!path_part.empty() && path_part.back() == '/') {
+        remote::HttpDirectoryListing listing(*context, source);
+        return sources_of(gguf::build_catalog(listing, gguf::CatalogOptions{}));
+    }
+    return sources_of(remote::remote_set_catalog(source, *context));
+}
+
+int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
+    std::shared_ptr<remote::RemoteContext> context;
+    const auto sources = served_sources(argument, ro, &context);
     struct Job {
         const remote::RemoteSource* source;
         uint64_t block;
@@ -134,7 +151,7 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
         }
     }
     if (!quiet) {
-        spdlog::info("{}: {} file(s), {} bytes cached in {}", remote::url_for_message(source), sources.size(), total,
+        spdlog::info("{}: {} file(s), {} bytes cached in {}", remote::url_for_message(argument), sources.size(), total,
                      context->cache().dir());
     }
     return 0;

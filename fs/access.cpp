@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
@@ -102,6 +106,20 @@ int access_as(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const std:
         if (::faccessat(AT_FDCWD, p.c_str(), mode, AT_EACCESS) != 0) return errno;
     }
     return 0;
+}
+
+bool thread_groups(pid_t tid, std::vector<gid_t>* groups) {
+    std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.compare(0, 7, "Groups:") != 0) continue;
+        std::istringstream fields(line.substr(7));
+        groups->clear();
+        unsigned long gid = 0;
+        while (fields >> gid) groups->push_back(static_cast<gid_t>(gid));
+        return fields.eof();
+    }
+    return false;
 }
 
 }  // namespace gguf_mount::fs

@@ -50,6 +50,13 @@ private:
 /// symlinks followed); otherwise the errno of the first refusal (EACCES, ENOENT, ...), or
 /// EACCES when the credentials cannot be switched. uid 0 is answered 0 without a switch: with
 /// fsuid 0 the thread keeps the daemon's capabilities, which pass every such check anyway.
+/// The supplementary groups of the thread `tid` (the pid a FUSE request carries is the
+/// calling thread's id), read from the "Groups:" line of /proc/TID/status into `*groups`.
+/// Returns false when the file cannot be read or has no such line (the caller exited).
+/// Used instead of libfuse 3.14's fuse_req_getgroups, which runs strstr over a read buffer it
+/// never NUL-terminates (found by ASan: a heap read past the buffer on every call).
+bool thread_groups(pid_t tid, std::vector<gid_t>* groups);
+
 int access_as(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const std::vector<std::string>& paths,
               int mode) noexcept;
 

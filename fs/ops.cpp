@@ -123,19 +123,13 @@ void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t l
 
 /// 0 when the caller of `req` may access `node`'s source paths with `mode` as a direct open
 /// would (fs/access.hpp), else the errno to reply. Always 0 unless c.check_callers. A caller
-/// whose supplementary groups cannot be read (it exited) is refused.
+/// whose supplementary groups cannot be read (it exited) is refused (thread_groups).
 int caller_access(fuse_req_t req, const Context& c, const Node& node, int mode) {
     if (!c.check_callers) return 0;
     const fuse_ctx* who = fuse_req_ctx(req);
     if (who->uid == 0) return 0;  // access_as() answers uid 0 without a check
-    std::vector<gid_t> groups(64);
-    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-    if (n > static_cast<int>(groups.size())) {
-        groups.resize(static_cast<size_t>(n));
-        n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-    }
-    if (n < 0 || n > static_cast<int>(groups.size())) return EACCES;
-    groups.resize(static_cast<size_t>(n));
+    std::vector<gid_t> groups;
+    if (!thread_groups(static_cast<pid_t>(who->pid), &groups)) return EACCES;
     return access_as(who->uid, who->gid, groups, node.access_paths, mode);
 }
 

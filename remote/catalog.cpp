@@ -1,5 +1,7 @@
 #include "remote/index.hpp"
 #include "remote/catalog.hpp"
+#include "remote/hub.hpp"
+#include "remote/hub_listing.hpp"
 #include "remote/url_parts.hpp"
 
 #include <unistd.h>
@@ -7,19 +9,22 @@
 #include <cerrno>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 #include "gguf/error.hpp"
 #include "gguf/split_set.hpp"
 
 namespace gguf_mount::remote {
 
-std::string remote_source_url(const std::string& source) {
+std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
     if (is_http_url(source)) return source;
-    if (source.size() >= 5 && (source.compare(0, 5, "hf://") == 0 || source.compare(0, 5, "HF://") == 0)) {
-        throw gguf::Error(gguf::Code::BadArgument,
-                          url_for_message(source) + ": hf:// sources are not supported yet; give the file's "
-                                                    "https://HOST/ORG/REPO/resolve/COMMIT/PATH URL instead");
-    }
-    return "";
+    if (source.rfind("hf://", 0) != 0) return "";
+    HubSetup hub = hub_setup(source, &ro->http);
+    auto context = std::make_shared<RemoteContext>(*ro);
+    HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
+    const std::string commit = listing.fetch_commit();
+    spdlog::info("{}: revision {} is commit {}", source, hub.source.revision, commit);
+    return hub_resolve_url(hub.endpoint, hub.source, commit, hub.source.path);
 }
 
 gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {

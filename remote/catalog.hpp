@@ -21,11 +21,12 @@ namespace gguf_mount::remote {
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
 
 /// The http(s) URL that `merge` and `prefetch` read for the command-line SOURCE `source`:
-/// `source` itself for an http(s):// URL, "" for anything else that is not hf:// (a local path).
-/// SEAM (issue 12, Hub sources, branch h-hub): an `hf://ORG/REPO[@REV]/PATH` source is to be
-/// resolved here (pinned commit, resolve URL, token for the endpoint only); until then it throws
-/// gguf::Error(Code::BadArgument) "SOURCE: hf:// sources are not supported yet; ...".
-std::string remote_source_url(const std::string& source);
+/// `source` itself for an http(s):// URL; for `hf://ORG/REPO[@REV]/PATH` (PATH a file, e.g.
+/// the first shard), the revision is pinned to its commit now and the answer is
+/// {HF_ENDPOINT}/ORG/REPO/resolve/COMMIT/PATH, with the Hub token (if any) put into
+/// `ro->http` for the endpoint's host only (hub_setup); "" for anything else (a local path).
+/// Throws gguf::Error as hub_setup and HubListing::fetch_commit do (one line, no token).
+std::string remote_source_url(const std::string& source, RemoteOptions* ro);
 
 /// The validated split set behind remote_set_catalog (shards named by their shown URLs, each
 /// with one part whose `source` is a RemoteSource). Also what `merge URL OUT` plans from.

@@ -123,20 +123,21 @@ std::string HubListing::pin() {
     return commit_;
 }
 
+std::string HubListing::fetch_commit() {
+    const std::string url = hub_revision_url(endpoint_, source_, source_.revision);
+    std::string body, content_type, final_url;
+    try {
+        body = context_->http().get_page(url, &content_type, &final_url);
+    } catch (const HttpError& e) {
+        fail(e, "revision", "");
+    }
+    return parse_hub_revision(body, url);
+}
+
 std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
     HttpClient& http = context_->http();
     std::string content_type, final_url, link;
-    std::string commit;
-    {
-        const std::string url = hub_revision_url(endpoint_, source_, source_.revision);
-        std::string body;
-        try {
-            body = http.get_page(url, &content_type, &final_url);
-        } catch (const HttpError& e) {
-            fail(e, "revision", "");
-        }
-        commit = parse_hub_revision(body, url);
-    }
+    const std::string commit = fetch_commit();
     // The tree at the commit, every page.
     std::vector<HubTreeEntry> entries;
     std::set<std::string> seen_pages;

@@ -34,6 +34,10 @@ public:
     /// Code::BadValue for answers that do not parse (parse_hub_revision, parse_hub_tree).
     std::string pin();
 
+    /// The commit the source's revision names now (GET .../revision/REV -> "sha"), without
+    /// listing any tree (for a source whose PATH names one file). Throws like pin().
+    std::string fetch_commit();
+
     /// Entries of `path` (relative to the source's PATH): from the pinned tree; files are
     /// RemoteSource::open_known of hub_resolve_url (no request), validator = lfs.oid (sha256)
     /// for LFS files, else "git:" + the blob oid. Names starting with '.' are left out.

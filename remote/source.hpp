@@ -25,8 +25,12 @@ struct RemoteOptions {
     std::string cache_dir;        ///< "" -> BlockCache::default_dir()
     uint64_t cache_max_bytes = 0; ///< 0: unbounded
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
-    unsigned readahead_blocks = 4;  ///< blocks fetched ahead of a sequential reader
-    unsigned fetch_threads = 4;     ///< background fetches in flight (read-ahead)
+    unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
+    unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
+    /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
+    /// stores its block itself (back-pressure bounds the memory to this many blocks).
+    unsigned pending_stores = 4;
+    unsigned store_threads = 2;  ///< stores (write + fdatasync + rename) running at once
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
@@ -34,8 +38,8 @@ struct RemoteOptions {
     bool store_blocks = true;
 };
 
-/// What the sources of one mount share: the HTTP client, the cache, and the read-ahead workers
-/// (started on first use, so no thread exists before the daemon forks).
+/// What the sources of one mount share: the HTTP client, the cache, the read-ahead workers and
+/// the store threads (started on first use, so no thread exists before the daemon forks).
 class RemoteContext {
 public:
     /// Opens the cache (throws std::runtime_error naming the directory).
@@ -50,8 +54,16 @@ public:
     /// dropped: read-ahead is best effort).
     void submit(std::function<void()> job) noexcept;
 
+    /// Queues `job` (a BlockCache::store of a fetched block) for a store thread, so neither a
+    /// reader nor a fetch worker waits for write + fdatasync + rename. Returns false when
+    /// options().pending_stores jobs are already queued (or no thread can be started): the
+    /// caller stores the block itself. Queued stores all run before the context is destroyed
+    /// (an unmount leaves every fetched block cached). Never throws.
+    bool store_later(std::function<void()> job) noexcept;
+
 private:
     void work();
+    void store_work();
 
     RemoteOptions options_;
     HttpClient http_;
@@ -61,13 +73,18 @@ private:
     std::deque<std::function<void()>> jobs_;
     std::vector<std::thread> workers_;
     bool stopping_ = false;
+    std::deque<std::function<void()>> stores_;  // under mutex_
+    std::condition_variable store_cv_;
+    std::vector<std::thread> store_threads_;
 };
 
 /// One version of a remote object, read in BlockCache::kBlockSize blocks: cached blocks from
 /// disk, missing ones fetched (one ranged GET per block; concurrent reads of one block wait for
 /// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
-/// fetched in the background. A fetch whose answer has another validator marks the source
-/// changed(): no byte of the new version is ever served through it.
+/// fetched in the background. A fetched block is served from memory at once and stored in the
+/// cache by a store thread of the context (present in the cache only once durably written).
+/// A fetch whose answer has another validator marks the source changed(): no byte of the new
+/// version is ever served through it.
 /// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
 /// used for the next blocks until a request to it fails; then the given URL is asked again
 /// (resolving anew) once for that block.
@@ -114,6 +131,10 @@ private:
     /// The bytes of `block` when it was just fetched and is being stored, else null.
     std::shared_ptr<const char[]> fresh(uint64_t block) const;
     void read_ahead(uint64_t block) const noexcept;
+    /// Stores fetched block `block` in the cache, then drops it from fresh_ (if the source still exists).
+    static void store_block(const std::weak_ptr<const RemoteSource>& weak, RemoteContext& context,
+                            const std::string& key, const std::string& name, uint64_t block,
+                            const std::shared_ptr<const char[]>& buf, size_t len) noexcept;
 
     std::shared_ptr<RemoteContext> context_;
     std::string url_;   // as given (may hold a query string: never logged)

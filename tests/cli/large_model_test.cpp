@@ -198,6 +198,10 @@ TEST(LargeModel, PeakMemoryStaysSmallWhenCopyingA1GiBTensor) {
 // Eight 2-shard sets in one directory, each with a 24 MB header (a 1M-token vocabulary): peak
 // RSS must stay near what one set costs, not grow with the number of sets.
 TEST(LargeModel, CheckPeakMemoryDoesNotGrowWithTheNumberOfBigHeaderSets) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "peak RSS under AddressSanitizer counts its quarantine of freed blocks (256 MiB by default), "
+                    "not what gguf-mount holds; the plain build (scripts/test.sh) asserts the bound";
+#endif
     TempDir tmp;
     constexpr int kSets = 8;
     constexpr uint64_t kTokens = 1000000;
@@ -243,6 +247,10 @@ TEST(LargeModel, CheckPeakMemoryDoesNotGrowWithTheNumberOfBigHeaderSets) {
 // 2 x header + 24 MiB (the input header, held once, and the output header; merge drops the
 // input headers before --delete-splits re-reads the written file).
 TEST(LargeModel, PeakMemoryWithATwentyMegabyteHeader) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "peak RSS under AddressSanitizer counts its quarantine of freed blocks (256 MiB by default), "
+                    "not what gguf-mount holds; the plain build (scripts/test.sh) asserts the bound";
+#endif
     TempDir tmp;
     const std::string input = tmp / "vocab.gguf";
     {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +129,31 @@ TEST_F(CallerAccess, AnUnprivilegedProcessCannotSwitchAndIsRefused) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "3: could not drop privileges, 4: switched anyway, 5: not refused";
+}
+
+}  // namespace
+
+namespace {
+
+// The groups of a FUSE caller are read from /proc/TID/status (libfuse 3.14's
+// fuse_req_getgroups over-reads its buffer): they must be the thread's own groups.
+TEST(CallerGroups, AreTheThreadsSupplementaryGroupsFromProc) {
+    const gid_t extra[] = {4321, 4322, 65534};
+    std::vector<gid_t> got;
+    std::vector<gid_t> want;
+    std::thread t([&] {
+        // Raw setgroups: only this thread's groups change (glibc's would change every thread).
+        ASSERT_EQ(::syscall(SYS_setgroups, 3, extra), 0);
+        EXPECT_TRUE(gguf_mount::fs::thread_groups(static_cast<pid_t>(::syscall(SYS_gettid)), &got));
+        want.resize(static_cast<size_t>(::getgroups(0, nullptr)));
+        ::getgroups(static_cast<int>(want.size()), want.data());
+        ::syscall(SYS_setgroups, 0, nullptr);
+    });
+    t.join();
+    EXPECT_EQ(got, std::vector<gid_t>(std::begin(extra), std::end(extra)));
+    EXPECT_EQ(got, want);
+    std::vector<gid_t> none;
+    EXPECT_FALSE(gguf_mount::fs::thread_groups(0x7ffffff0, &none));  // no such thread
 }
 
 }  // namespace

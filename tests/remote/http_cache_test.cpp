@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <random>
 
 #include "gguf/catalog.hpp"
@@ -16,6 +17,7 @@
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/servers.hpp"
+#include "remote/source.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -24,6 +26,9 @@ using gguf_mount::remote::BlockCache;
 using gguf_mount::remote::HttpClient;
 using gguf_mount::remote::HttpError;
 using gguf_mount::remote::HttpOptions;
+using gguf_mount::remote::RemoteContext;
+using gguf_mount::remote::RemoteOptions;
+using gguf_mount::remote::RemoteSource;
 using remote_test::FaultServer;
 using remote_test::NginxServer;
 
@@ -105,6 +110,63 @@ TEST_F(HttpClientTest, NotFoundIsOneLineWithoutTheQuery) {
     }
     // nginx logs a request after answering it: wait for a second one, which must not come.
     EXPECT_EQ(server_->wait_access_log(2, std::chrono::milliseconds(500)).size(), 1u) << "a 404 is not retried";
+}
+
+/// RemoteSource reads with the store of fetched blocks held up: BlockCache::store evicts under
+/// the cache's DIR/v1/lock (flock LOCK_EX) when over its bound, so a test that holds that lock
+/// stalls every store of a 1-byte-bounded cache.
+class RemoteSourceStoreTest : public HttpClientTest {
+protected:
+    std::shared_ptr<RemoteContext> context(uint64_t max_bytes) {
+        RemoteOptions o;
+        o.http = quick();
+        o.cache_dir = cache_.path();
+        o.cache_max_bytes = max_bytes;
+        o.readahead_blocks = 0;  // only the reader's own fetches
+        return std::make_shared<RemoteContext>(o);
+    }
+    void SetUp() override {
+        HttpClientTest::SetUp();
+        if (IsSkipped()) return;
+        big_ = random_bytes(3 * BlockCache::kBlockSize + 1000, 7);
+        gguf_test::write_file(root_ / "big.bin", big_);
+    }
+    gguf_test::TempDir cache_;
+    std::string big_;
+};
+
+TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
+    auto ctx = context(1);
+    auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
+    int lock = ::open((cache_.path() + "/v1/lock").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(lock, 0);
+    ASSERT_EQ(::flock(lock, LOCK_EX), 0);  // every store now waits in evict()
+    std::string got(BlockCache::kBlockSize + 200, '\0');
+    const uint64_t at = BlockCache::kBlockSize - 100;  // the end of block 0 and all of block 1
+    auto read = std::async(std::launch::async, [&] { return src->pread(&got[0], got.size(), at); });
+    const bool done = read.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+    ::flock(lock, LOCK_UN);
+    ::close(lock);
+    ASSERT_TRUE(done) << "the read waited for the cache store (write, fdatasync, rename, eviction)";
+    EXPECT_EQ(read.get(), static_cast<ssize_t>(got.size()));
+    EXPECT_TRUE(got == big_.substr(at, got.size()));
+}
+
+TEST_F(RemoteSourceStoreTest, StoresQueuedAtDestructionAreAllWrittenDurably) {
+    auto ctx = context(0);
+    auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
+    std::string got(big_.size(), '\0');
+    ASSERT_EQ(src->pread(&got[0], got.size(), 0), static_cast<ssize_t>(big_.size()));
+    EXPECT_TRUE(got == big_);
+    const std::string key = BlockCache::object_key(server_->base_url() + "/big.bin", src->validator());
+    src.reset();
+    ctx.reset();  // joins the store thread after the queue is empty
+    BlockCache cache(cache_.path(), 0);
+    for (uint64_t b = 0; b < 3; ++b) EXPECT_TRUE(cache.has(key, b, BlockCache::kBlockSize)) << "block " << b;
+    EXPECT_TRUE(cache.has(key, 3, 1000));
+    std::string tail(1000, '\0');
+    ASSERT_EQ(cache.read(key, 3, 1000, 0, 1000, &tail[0]), 1000);
+    EXPECT_TRUE(tail == big_.substr(3 * BlockCache::kBlockSize));
 }
 
 class FaultClientTest : public ::testing::Test {

@@ -285,3 +285,41 @@ TEST_F(HubMount, AfterAFirstReadTheRepoMountsOfflineWithTheHubDown) {
 }
 
 }  // namespace
+
+namespace {
+
+// `merge hf://ORG/REPO/PATH/NAME-00001-of-N.gguf` reads the pinned commit's resolve URLs (token to
+// the API host only); `prefetch hf://ORG/REPO` fills the cache for the whole pinned tree, after
+// which an --offline mount serves every file with the Hub stopped.
+TEST_F(HubMount, MergeAndPrefetchTakeHubSources) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(2, std::string(kToken)));
+    ::setenv("HF_TOKEN", kToken, 1);
+    const std::string out = root_ + "/out";
+    fs::create_directories(out);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", "--cache-dir", cache_, "--net-timeout",
+                             "3", source() + "/Q4_K_M/kvzoo-00001-of-00007.gguf", out + "/kvzoo.gguf"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out + "/kvzoo.gguf"), kvzoo_.merged_sha256);
+    EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator{}), 1) << "only the output is left";
+    EXPECT_EQ(r.err.find(kToken), std::string::npos) << r.err;
+    for (const auto& e : hub_->api().access_log()) EXPECT_TRUE(e.has_authorization()) << e.uri;
+    const auto cdn = hub_->cdn().access_log();
+    EXPECT_FALSE(cdn.empty());
+    for (const auto& e : cdn) EXPECT_FALSE(e.has_authorization()) << e.uri;
+
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, "--net-timeout", "3",
+                        source()});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    hub_->stop();
+    auto offline = args();
+    offline.push_back("--offline");
+    ASSERT_TRUE(mount(offline, source()));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/Q4_K_M/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/dense/dense.gguf"), dense_sha256_) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/mmproj-tiny.gguf"),
+              gguf_test::sha256_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf")))
+        << log();
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace

@@ -215,8 +215,6 @@ TEST_F(MergeUrl, BadInputIsOneLineNamingItAndLeavesNothing) {
         {{second, out}, "dense-00002-of-00003.gguf: not a first-shard URL"},
         {{nginx_->base_url() + "/nothere-00001-of-00002.gguf", out}, "nothere-00001-of-00002.gguf"},
         {{"--delete-splits", url_of(first_), out}, "--delete-splits is refused for a URL"},
-        // The seam for Hub sources (branch h-hub): refused with one line until it is filled.
-        {{"hf://org/repo/dense-00001-of-00003.gguf", out}, "hf://org/repo/dense-00001-of-00003.gguf: hf:// sources"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.args.front());
