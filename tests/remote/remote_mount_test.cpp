@@ -43,6 +43,21 @@ std::string local_merge(const std::string& first) {
     return out;
 }
 
+/// Replaces the dense set in `dir` by another version: same names and sizes, other tensor bytes
+/// (another seed) and another mtime, so the server gives it another ETag. Returns the new
+/// version's merged bytes.
+std::string publish_changed_dense_set(const std::string& dir) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) std::filesystem::remove(e.path());
+    auto shards = mount_test::split_dense_model(
+        12, [](int) { return int64_t{393216}; }, 4, 12, dir + "/dense");
+    EXPECT_EQ(shards.size(), 3u);
+    for (const auto& s : shards) {
+        struct timespec t[2] = {{2000000000, 0}, {2000000000, 0}};
+        EXPECT_EQ(::utimensat(AT_FDCWD, s.c_str(), t, 0), 0);
+    }
+    return local_merge(shards.front());
+}
+
 /// pread of `len` bytes at `offset` of `path`: the bytes, or "errno N".
 std::string pread_at(const std::string& path, uint64_t offset, size_t len) {
     int fd = ::open(path.c_str(), O_RDONLY);
@@ -194,16 +209,7 @@ TEST_F(RemoteMount, ARemoteFileChangedBetweenMountsIsServedInItsNewVersion) {
     serve();
     const std::string url = first_url(nginx_->base_url());
     ASSERT_NO_FATAL_FAILURE(read_all_once(url));
-    // Same names and sizes, other tensor bytes (another seed), another mtime: another ETag.
-    for (const auto& e : std::filesystem::directory_iterator(src_)) std::filesystem::remove(e.path());
-    auto shards = mount_test::split_dense_model(
-        12, [](int) { return int64_t{393216}; }, 4, 12, src_ + "/dense");
-    ASSERT_EQ(shards.size(), 3u);
-    for (const auto& s : shards) {
-        struct timespec t[2] = {{2000000000, 0}, {2000000000, 0}};
-        ASSERT_EQ(::utimensat(AT_FDCWD, s.c_str(), t, 0), 0);
-    }
-    const std::string changed = local_merge(shards.front());
+    const std::string changed = publish_changed_dense_set(src_);  // another ETag on the server
     ASSERT_EQ(changed.size(), want_.size());
     ASSERT_NE(changed, want_);
     ASSERT_TRUE(mount(remote_args(), url));
@@ -495,16 +501,7 @@ TEST_F(RemoteMount, RevalidationServesAChangedFileAsANewGenerationAndAnOpenFdKee
     std::string head(4096, '\0');
     ASSERT_EQ(::pread(fd, head.data(), head.size(), 0), 4096);
     EXPECT_TRUE(same_bytes(head, want_.substr(0, 4096)));
-    // Same names and sizes, other tensor bytes and mtime: another ETag on the server.
-    for (const auto& e : std::filesystem::directory_iterator(src_)) std::filesystem::remove(e.path());
-    auto shards = mount_test::split_dense_model(
-        12, [](int) { return int64_t{393216}; }, 4, 12, src_ + "/dense");
-    ASSERT_EQ(shards.size(), 3u);
-    for (const auto& s : shards) {
-        struct timespec t[2] = {{2000000000, 0}, {2000000000, 0}};
-        ASSERT_EQ(::utimensat(AT_FDCWD, s.c_str(), t, 0), 0);
-    }
-    const std::string changed = local_merge(shards.front());
+    const std::string changed = publish_changed_dense_set(src_);  // another ETag on the server
     ASSERT_NE(changed, want_);
     // No SIGHUP: the periodic revalidation publishes the new version under a new inode.
     EXPECT_TRUE(eventually([&] {
