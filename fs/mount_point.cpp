@@ -210,13 +210,25 @@ MountPointCheck prepare_mount_point(const std::string& mountpoint, const std::st
             result.refusal = mountpoint + ": mount point cannot be listed: " + std::strerror(e);
             return result;
         }
-        std::string first;
+        std::string first, model;  // the first name; the first GGUF file name, if any
         while (dirent* ent = ::readdir(d)) {
             if (std::strcmp(ent->d_name, ".") == 0 || std::strcmp(ent->d_name, "..") == 0) continue;
-            first = ent->d_name;
-            break;
+            const std::string name = ent->d_name;
+            if (first.empty()) first = name;
+            if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
+                model = name;
+                break;
+            }
         }
         ::closedir(d);
+        if (!model.empty()) {
+            // Most likely SOURCE and MOUNTPOINT were given the wrong way round: mounting over the
+            // models would hide them, so --allow-non-empty is not offered as the fix.
+            result.refusal = mountpoint + ": mount point holds models (e.g. '" + model +
+                             "'); did you swap SOURCE and MOUNTPOINT? The order is 'gguf-mount SOURCE "
+                             "MOUNTPOINT' (MOUNTPOINT an empty directory)";
+            return result;
+        }
         if (!first.empty()) {
             result.refusal = mountpoint + ": mount point is not empty (it holds '" + first +
                              "'), and the mount would hide its files; use an empty directory, or pass "

@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-echo "== building (the first build compiles everything: a few minutes on 2 cores)"
-scripts/build.sh >/dev/null
+echo "== building (the first build compiles everything: 5-10 minutes on 2 cores; ninja shows its progress)"
+scripts/build.sh
 
 src=tests/fixtures/kvzoo/t7
 expected=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f

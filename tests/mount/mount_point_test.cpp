@@ -165,6 +165,18 @@ TEST_F(MountPoint, NonEmptyMountPointIsRefusedUnlessAllowed) {
     }
 }
 
+// SOURCE and MOUNTPOINT swapped: the "mount point" holds the shards. Said so, and
+// --allow-non-empty (which would hide the models) is not offered.
+TEST_F(MountPoint, SwappedArgumentsAreNamedAsSuch) {
+    copy_case_shards("notensors/t7", src_);
+    auto r = run_refused(mnt_, src_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + src_ + ": mount point holds models (e.g. 'notensors-00001-of-00001.gguf'); " +
+                         "did you swap SOURCE and MOUNTPOINT? The order is 'gguf-mount SOURCE MOUNTPOINT' " +
+                         "(MOUNTPOINT an empty directory); nothing mounted\n");
+    EXPECT_EQ(mounts_on(src_), 0u);
+}
+
 TEST_F(MountPoint, MountPointInsideSourceIsNeverScannedAndUnmounts) {
     copy_case_shards("notensors/t7", src_);
     mnt_ = src_ + "/mnt";  // TearDown unmounts this one
