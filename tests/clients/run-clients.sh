@@ -44,10 +44,10 @@ die() { echo "clients/$part: FAIL: $*" >&2; exit 1; }
 
 need_node() {
   command -v node >/dev/null && command -v npm >/dev/null ||
-    skip "node >= 20 and npm are needed and missing: run scripts/install-deps.sh (Debian's nodejs and npm; on Debian 12, whose node is 18, install node 20 or newer from https://nodejs.org or NodeSource instead), then rerun"
+    skip "node >= 20 and npm are needed and missing: run scripts/install-deps.sh (Debian's nodejs and npm; on Debian 12, whose node is 18, install node 20 or newer from nodejs.org or NodeSource instead), then rerun"
   local major
   major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')
-  [ "$major" -ge 20 ] || skip "node $(node --version) is too old: node-llama-cpp 3.22.1 and @huggingface/gguf need node >= 20 (install node 20 or newer from https://nodejs.org or NodeSource, which bundles npm, then rerun)"
+  [ "$major" -ge 20 ] || skip "node $(node --version) is too old: node-llama-cpp 3.22.1 and @huggingface/gguf need node >= 20 (install node 20 or newer from nodejs.org or NodeSource, which bundles npm, then rerun)"
   say "node $(node --version), npm $(npm --version)"
 }
 

@@ -80,8 +80,8 @@ TEST(HubSource, RejectsMalformedSourcesNamingThem) {
 }
 
 TEST(HubUrls, EndpointFromEnvironment) {
-    EXPECT_EQ(hub_endpoint(env_of({})), "https://huggingface.co");
-    EXPECT_EQ(hub_endpoint(env_of({{"HF_ENDPOINT", ""}})), "https://huggingface.co");
+    EXPECT_EQ(hub_endpoint(env_of({})), std::string(gguf_mount::remote::kDefaultHubEndpoint));
+    EXPECT_EQ(hub_endpoint(env_of({{"HF_ENDPOINT", ""}})), std::string(gguf_mount::remote::kDefaultHubEndpoint));
     EXPECT_EQ(hub_endpoint(env_of({{"HF_ENDPOINT", "http://127.0.0.1:8080//"}})), "http://127.0.0.1:8080");
     EXPECT_EQ(hub_endpoint(env_of({{"HF_ENDPOINT", "https://127.0.0.1:8443/mirror"}})), "https://127.0.0.1:8443/mirror");
     for (const char* bad : {"ftp://127.0.0.1", "not a url", "http://127.0.0.1/?x=1", "http://u:p@127.0.0.1"}) {
