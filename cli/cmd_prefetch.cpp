@@ -139,6 +139,7 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
     bar.finish();
     if (cancelled()) throw gguf::Error(gguf::Code::Io, "interrupted", EINTR);
     if (!first_error.empty()) throw gguf::Error(gguf::Code::Io, first_error, EIO);
+    context->flush();  // every fetched block staged and committed (durable) before judging
     // The cache is the judge: a block stored and evicted at once (--cache-max-size too small)
     // or not stored (disk full) is not cached.
     for (const auto& s : sources) {

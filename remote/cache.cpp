@@ -59,22 +59,39 @@ std::string temp_name(const std::string& dir) {
     return dir + "/.tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
 }
 
-/// Writes `data` to `final_path` durably: temporary, fdatasync, rename. 0 or -errno.
-int write_durably(const std::string& dir, const std::string& final_path, const char* data, size_t len) noexcept {
-    std::string tmp;
+/// Writes `data` to a new temporary in `dir` (no fdatasync); its path into `*tmp`. 0 or -errno.
+int write_temporary(const std::string& dir, const char* data, size_t len, std::string* tmp) noexcept {
     try {
-        tmp = temp_name(dir);
+        *tmp = temp_name(dir);
     } catch (...) {
         return -ENOMEM;
     }
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     int rc = gguf::write_full(fd, data, len);
-    if (rc == 0 && ::fdatasync(fd) != 0) rc = -errno;
+    ::close(fd);
+    if (rc != 0) ::unlink(tmp->c_str());
+    return rc;
+}
+
+/// Makes the temporary `tmp` durable (fdatasync) and renames it to `final_path`. 0 or -errno;
+/// the temporary is removed on failure.
+int publish_temporary(const std::string& tmp, const std::string& final_path) noexcept {
+    int rc = 0;
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (::fdatasync(fd) != 0) rc = -errno;
     ::close(fd);
     if (rc == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) rc = -errno;
     if (rc != 0) ::unlink(tmp.c_str());
     return rc;
+}
+
+/// Writes `data` to `final_path` durably: temporary, fdatasync, rename. 0 or -errno.
+int write_durably(const std::string& dir, const std::string& final_path, const char* data, size_t len) noexcept {
+    std::string tmp;
+    int rc = write_temporary(dir, data, len, &tmp);
+    return rc != 0 ? rc : publish_temporary(tmp, final_path);
 }
 
 /// Calls fn(path, stat, temporary) for every file in every object directory of `objects`
@@ -183,17 +200,42 @@ bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len)
 }
 
 int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
+    std::string tmp;
+    int rc = stage(key, block, data, len, &tmp);
+    return rc != 0 ? rc : commit(key, block, tmp, len);
+}
+
+int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* data, size_t len,
+                      std::string* tmp) noexcept {
     try {
         const std::string od = dir_ + "/objects/" + key;
         if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-        int rc = write_durably(od, block_path(key, block), data, len);
+        return write_temporary(od, data, len, tmp);
+    } catch (...) {
+        return -ENOMEM;
+    }
+}
+
+int BlockCache::commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept {
+    try {
+        int rc = publish_temporary(tmp, block_path(key, block));
         if (rc != 0) return rc;
         used_ += len;
         if (max_bytes_ && used_.load() > max_bytes_) evict();
         return 0;
     } catch (...) {
+        ::unlink(tmp.c_str());
         return -ENOMEM;
     }
+}
+
+ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) noexcept {
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;
+    ssize_t out = gguf::pread_full(fd, dst, len, offset);
+    if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
+    ::close(fd);
+    return out;
 }
 
 void BlockCache::evict() noexcept {

@@ -9,9 +9,11 @@
 // where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
 //
-// Durability: a block is written to a temporary name in its object directory, fdatasync()ed,
-// then rename()d to its final name; a block file that exists therefore holds its final bytes,
-// whatever moment a kill -9 or a crash hit (the temporary is left behind and swept later).
+// Durability: a block is written to a temporary name in its object directory (stage), later
+// fdatasync()ed and rename()d to its final name (commit); a block file that exists therefore holds
+// its final bytes, whatever moment a kill -9 or a crash hit (the temporary is left behind and
+// swept later). Between the two steps the staged temporary is readable by its writer
+// (read_staged): the bytes sit in the page cache while the disk catches up, as a download's do.
 // Several daemons may share DIR: renames are atomic, two fetches of one block write the same
 // bytes, readers hold flock(LOCK_SH) on a block file while reading it, and eviction (under the
 // DIR lock) skips blocks that are locked.
@@ -61,10 +63,26 @@ public:
     /// True when the block is present with `block_len` bytes.
     bool has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
-    /// Stores a block durably (temporary file, fdatasync, rename), then evicts least recently
-    /// used blocks if the cache is over its bound. Returns 0 or -errno (a full disk only costs a
-    /// refetch later). Never throws.
+    /// Stores a block durably: stage() then commit(). Returns 0 or -errno (a full disk only costs
+    /// a refetch later). Never throws.
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
+
+    /// First half of a store: writes the `len` bytes of block `block` of object `key` to a new
+    /// temporary file (name starting with ".tmp.") in the object's directory, without fdatasync:
+    /// the block is not present yet. `*tmp` receives the temporary's path. Returns 0 or -errno
+    /// (the temporary is removed on failure). Never throws.
+    int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp) noexcept;
+
+    /// Second half: fdatasync()s the staged temporary `tmp` (any descriptor of the file flushes
+    /// its pages), renames it to the block's final name (now present), counts its `len` bytes and
+    /// evicts least recently used blocks if the cache is over its bound. Returns 0 or -errno
+    /// (the temporary is removed on failure). Never throws.
+    int commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept;
+
+    /// Copies bytes [offset, offset + len) of the staged temporary `tmp` into `dst`. Returns len,
+    /// -ENOENT when the temporary is gone (committed under its final name, or removed), or -errno.
+    /// Never throws.
+    static ssize_t read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) noexcept;
 
     /// The last recorded version of `url` (without credentials or query), for --offline and for remounts.
     std::optional<ObjectInfo> load_meta(const std::string& url) const;

@@ -49,7 +49,13 @@ RemoteContext::~RemoteContext() {
     cv_.notify_all();
     store_cv_.notify_all();
     for (auto& t : workers_) t.join();
-    for (auto& t : store_threads_) t.join();  // they run the queued stores first
+    for (auto& t : store_threads_) t.join();  // they run the queued stages first
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        commits_stopping_ = true;
+    }
+    commit_cv_.notify_all();
+    for (auto& t : commit_threads_) t.join();  // they run the queued commits first
 }
 
 bool RemoteContext::store_later(std::function<void()> job) noexcept {
@@ -75,12 +81,64 @@ void RemoteContext::store_work() {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             store_cv_.wait(lock, [this] { return stopping_ || !stores_.empty(); });
-            if (stores_.empty()) return;  // stopping, and everything queued is stored
+            if (stores_.empty()) return;  // stopping, and everything queued is staged
             job = std::move(stores_.front());
             stores_.pop_front();
+            ++stores_running_;
         }
         job();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            --stores_running_;
+        }
+        idle_cv_.notify_all();
     }
+}
+
+bool RemoteContext::commit_later(std::function<void()> job) noexcept {
+    try {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (commits_stopping_) return false;
+        if (commit_threads_.empty()) {
+            for (unsigned i = 0; i < std::max(1u, options_.commit_threads); ++i) {
+                commit_threads_.emplace_back([this] { commit_work(); });
+            }
+        }
+        const size_t limit = std::max(1u, options_.unsynced_blocks);
+        idle_cv_.wait(lock, [&] { return commits_.size() + commits_running_ < limit; });
+        commits_.push_back(std::move(job));
+    } catch (...) {
+        return false;
+    }
+    commit_cv_.notify_one();
+    return true;
+}
+
+void RemoteContext::commit_work() {
+    for (;;) {
+        std::function<void()> job;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            commit_cv_.wait(lock, [this] { return commits_stopping_ || !commits_.empty(); });
+            if (commits_.empty()) return;  // stopping, and everything queued is committed
+            job = std::move(commits_.front());
+            commits_.pop_front();
+            ++commits_running_;
+        }
+        job();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            --commits_running_;
+        }
+        idle_cv_.notify_all();
+    }
+}
+
+void RemoteContext::flush() noexcept {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_cv_.wait(lock, [this] {
+        return stores_.empty() && stores_running_ == 0 && commits_.empty() && commits_running_ == 0;
+    });
 }
 
 void RemoteContext::submit(std::function<void()> job) noexcept {
@@ -225,11 +283,11 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return fetching_.count(block) == 0; });
         auto it = fresh_.find(block);
-        if (it != fresh_.end()) {  // fetched by another thread, still being stored
+        if (it != fresh_.end()) {  // fetched by another thread, still being staged
             if (bytes) *bytes = it->second;
             return 0;
         }
-        if (context_->cache().has(key_, block, len)) return 0;
+        if (staged_.count(block) || context_->cache().has(key_, block, len)) return 0;
         if (changed_.load()) return -EIO;
         try {
             fetching_.insert(block);
@@ -266,7 +324,7 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
             rc = -ENOMEM;
         }
     }
-    // Readers take the bytes from memory at once (fresh_ holds them until they are stored).
+    // Readers take the bytes from memory at once (fresh_ holds them until they are staged).
     {
         std::lock_guard<std::mutex> lock(mutex_);
         fetching_.erase(block);
@@ -285,7 +343,9 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
                   bytes ? "" : " (read-ahead)");
     if (!context_->options().store_blocks) return 0;  // stays in fresh_ until read to its end
     // The cache gets the bytes off the read path: write, fdatasync and rename took 10-80 ms per
-    // block on the bench VM against 5-10 ms for its transfer on loopback.
+    // block on the bench VM against 5-10 ms for its transfer on loopback; the fdatasync also
+    // runs apart from the write (commit threads), so the disk lags behind the network as a
+    // download's writeback does, by at most unsynced_blocks blocks.
     std::weak_ptr<const RemoteSource> weak = weak_from_this();
     RemoteContext& context = *context_;
     try {
@@ -303,19 +363,66 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
 void RemoteSource::store_block(const std::weak_ptr<const RemoteSource>& weak, RemoteContext& context,
                                const std::string& key, const std::string& name, uint64_t block,
                                const std::shared_ptr<const char[]>& buf, size_t len) noexcept {
-    const auto t0 = std::chrono::steady_clock::now();
-    int s = context.cache().store(key, block, buf.get(), len);
-    auto self = weak.lock();
-    if (s != 0 && (!self || !self->store_failure_logged_.exchange(true))) {
-        spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block,
-                     context.cache().dir(), std::strerror(-s));
+    std::string tmp;
+    int s = context.cache().stage(key, block, buf.get(), len, &tmp);
+    {
+        auto self = weak.lock();
+        if (s != 0 && (!self || !self->store_failure_logged_.exchange(true))) {
+            spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block,
+                         context.cache().dir(), std::strerror(-s));
+        }
+        if (self) {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            try {
+                if (s == 0) self->staged_[block] = tmp;
+            } catch (...) {
+            }
+            self->fresh_.erase(block);  // readers now read the staged temporary
+        }
     }
-    if (self) {
-        std::lock_guard<std::mutex> lock(self->mutex_);
-        self->fresh_.erase(block);
+    if (s != 0) return;
+    auto commit = [weak, &context, key, name, block, tmp, len] {
+        const auto t0 = std::chrono::steady_clock::now();
+        int c = context.cache().commit(key, block, tmp, len);
+        auto self = weak.lock();
+        if (c != 0 && (!self || !self->store_failure_logged_.exchange(true))) {
+            spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block,
+                         context.cache().dir(), std::strerror(-c));
+        }
+        if (self) {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            auto it = self->staged_.find(block);
+            if (it != self->staged_.end() && it->second == tmp) self->staged_.erase(it);
+        }
+        spdlog::debug("{}: block {} committed in {} ms", name, block,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+                          .count());
+    };
+    try {
+        if (context.commit_later(commit)) return;
+    } catch (...) {
     }
-    spdlog::debug("{}: block {} stored in {} ms", name, block,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    commit();
+}
+
+ssize_t RemoteSource::read_stored(uint64_t block, uint64_t blen, uint64_t in_block, size_t n,
+                                  char* dst) const noexcept {
+    ssize_t r = context_->cache().read(key_, block, blen, in_block, n, dst);
+    if (r != -ENOENT) return r;
+    std::string tmp;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = staged_.find(block);
+        if (it == staged_.end()) return -ENOENT;
+        try {
+            tmp = it->second;
+        } catch (...) {
+            return -ENOMEM;
+        }
+    }
+    r = BlockCache::read_staged(tmp, in_block, n, dst);
+    // Gone: committed under its final name meanwhile (rename is atomic), or removed after a failed commit.
+    return r == -ENOENT ? context_->cache().read(key_, block, blen, in_block, n, dst) : r;
 }
 
 void RemoteSource::read_ahead(uint64_t block) const noexcept {
@@ -325,7 +432,7 @@ void RemoteSource::read_ahead(uint64_t block) const noexcept {
     for (uint64_t b = block + 1; b <= block + ahead && block_length(b) > 0; ++b) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            if (fetching_.count(b)) continue;
+            if (fetching_.count(b) || fresh_.count(b) || staged_.count(b)) continue;
         }
         if (context_->cache().has(key_, b, block_length(b))) continue;
         context_->submit([weak, b] {
@@ -351,7 +458,7 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         if (prev == block) read_ahead(block);
         ssize_t r = -ENOENT;
         std::shared_ptr<const char[]> bytes = fresh(block);
-        if (!bytes) r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+        if (!bytes) r = read_stored(block, blen, in_block, n, out + done);
         // Absent: fetch it (or wait for the thread fetching it). The fetched bytes are used from
         // memory (the cache may not keep them: disk full, or evicted at once under a small
         // --cache-max-size); a block found cached meanwhile is read from the cache, and fetched
@@ -359,7 +466,7 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         for (int attempt = 0; !bytes && r == -ENOENT && attempt < 2; ++attempt) {
             int rc = fetch(block, &bytes);
             if (rc != 0) return rc;
-            if (!bytes) r = context_->cache().read(key_, block, blen, in_block, n, out + done);
+            if (!bytes) r = read_stored(block, blen, in_block, n, out + done);
         }
         if (bytes) {
             std::memcpy(out + done, bytes.get() + in_block, n);

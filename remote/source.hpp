@@ -30,7 +30,12 @@ struct RemoteOptions {
     /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
     unsigned pending_stores = 4;
-    unsigned store_threads = 2;  ///< stores (write + fdatasync + rename) running at once
+    unsigned store_threads = 2;  ///< stages (write to a temporary, no fdatasync) running at once
+    /// Staged blocks (written to the page cache, 4 MiB each) waiting for fdatasync + rename; past
+    /// it staging waits. The bytes live in the kernel's page cache, not the daemon's memory: this
+    /// bounds how far the disk may lag behind the network (2 GiB), as a download's dirty pages do.
+    unsigned unsynced_blocks = 512;
+    unsigned commit_threads = 2;  ///< commits (fdatasync + rename) running at once
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
@@ -54,12 +59,20 @@ public:
     /// dropped: read-ahead is best effort).
     void submit(std::function<void()> job) noexcept;
 
-    /// Queues `job` (a BlockCache::store of a fetched block) for a store thread, so neither a
-    /// reader nor a fetch worker waits for write + fdatasync + rename. Returns false when
+    /// Queues `job` (the stage of a fetched block, BlockCache::stage) for a store thread, so
+    /// neither a reader nor a fetch worker waits for the write. Returns false when
     /// options().pending_stores jobs are already queued (or no thread can be started): the
-    /// caller stores the block itself. Queued stores all run before the context is destroyed
-    /// (an unmount leaves every fetched block cached). Never throws.
+    /// caller runs the job itself. Queued jobs all run before the context is destroyed (an
+    /// unmount leaves every fetched block cached). Never throws.
     bool store_later(std::function<void()> job) noexcept;
+    /// Queues `job` (the commit of a staged block: fdatasync + rename, BlockCache::commit) for a
+    /// commit thread; waits while options().unsynced_blocks commits are queued or running.
+    /// Returns false when no thread can be started (the caller commits itself). Queued commits
+    /// all run before the context is destroyed. Never throws.
+    bool commit_later(std::function<void()> job) noexcept;
+    /// Waits until every queued stage and commit has run (e.g. before `prefetch` judges the
+    /// cache). Never throws.
+    void flush() noexcept;
 
 private:
     void work();
@@ -76,13 +89,22 @@ private:
     std::deque<std::function<void()>> stores_;  // under mutex_
     std::condition_variable store_cv_;
     std::vector<std::thread> store_threads_;
+    unsigned stores_running_ = 0;               // under mutex_
+    std::deque<std::function<void()>> commits_;  // under mutex_
+    std::condition_variable commit_cv_;          // a commit queued, or stop
+    std::condition_variable idle_cv_;            // a stage or commit finished (space, flush)
+    std::vector<std::thread> commit_threads_;
+    unsigned commits_running_ = 0;  // under mutex_
+    bool commits_stopping_ = false;  // under mutex_: set after the store threads are joined
+    void commit_work();
 };
 
 /// One version of a remote object, read in BlockCache::kBlockSize blocks: cached blocks from
 /// disk, missing ones fetched (one ranged GET per block; concurrent reads of one block wait for
 /// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
-/// fetched in the background. A fetched block is served from memory at once and stored in the
-/// cache by a store thread of the context (present in the cache only once durably written).
+/// fetched in the background. A fetched block is served from memory at once; a store thread
+/// of the context writes it to a temporary in the cache (staged: then read from there, the
+/// memory is freed) and a commit thread makes it durable and present (fdatasync + rename).
 /// A fetch whose answer has another validator marks the source changed(): no byte of the new
 /// version is ever served through it.
 /// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
@@ -131,7 +153,12 @@ private:
     /// The bytes of `block` when it was just fetched and is being stored, else null.
     std::shared_ptr<const char[]> fresh(uint64_t block) const;
     void read_ahead(uint64_t block) const noexcept;
-    /// Stores fetched block `block` in the cache, then drops it from fresh_ (if the source still exists).
+    /// Reads [in_block, in_block + n) of block `block` (`blen` bytes) from the cache: its final
+    /// file, else its staged temporary, else the final file again (committed meanwhile). Returns
+    /// n, -ENOENT when neither holds it, or -errno.
+    ssize_t read_stored(uint64_t block, uint64_t blen, uint64_t in_block, size_t n, char* dst) const noexcept;
+    /// Stages fetched block `block` in the cache (fresh_ -> staged_, freeing its memory), then
+    /// queues its commit (if the source still exists, it is tracked until committed).
     static void store_block(const std::weak_ptr<const RemoteSource>& weak, RemoteContext& context,
                             const std::string& key, const std::string& name, uint64_t block,
                             const std::shared_ptr<const char[]>& buf, size_t len) noexcept;
@@ -150,7 +177,8 @@ private:
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
     mutable std::set<uint64_t> fetching_;  // blocks being downloaded
-    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being stored
+    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being staged
+    mutable std::map<uint64_t, std::string> staged_;  // staged temporary path, being committed
 };
 
 /// The outcome of opening one URL with open_sources: the source, or the one-line error.

@@ -117,8 +117,9 @@ TEST_F(HttpClientTest, NotFoundIsOneLineWithoutTheQuery) {
 /// stalls every store of a 1-byte-bounded cache.
 class RemoteSourceStoreTest : public HttpClientTest {
 protected:
-    std::shared_ptr<RemoteContext> context(uint64_t max_bytes) {
+    std::shared_ptr<RemoteContext> context(uint64_t max_bytes, unsigned commit_threads = 2) {
         RemoteOptions o;
+        o.commit_threads = commit_threads;
         o.http = quick();
         o.cache_dir = cache_.path();
         o.cache_max_bytes = max_bytes;
@@ -150,6 +151,89 @@ TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
     ASSERT_TRUE(done) << "the read waited for the cache store (write, fdatasync, rename, eviction)";
     EXPECT_EQ(read.get(), static_cast<ssize_t>(got.size()));
     EXPECT_TRUE(got == big_.substr(at, got.size()));
+}
+
+/// Fetched blocks leave the daemon's memory once written to the page cache (staged), long before
+/// the disk has them (commit: fdatasync + rename): while commits are held up, reads are served
+/// from the staged temporaries, which are not present blocks until committed.
+TEST_F(RemoteSourceStoreTest, StagedBlocksAreServedFromTheirTemporariesUntilCommitted) {
+    auto ctx = context(1, 1);  // 1-byte bound: every commit evicts, under DIR/v1/lock
+    auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
+    const std::string key = BlockCache::object_key(server_->base_url() + "/big.bin", src->validator());
+    const std::string objects = cache_.path() + "/v1/objects/" + key;
+    // Held until the end of the test, also when an assertion returns early (the queued commits
+    // would otherwise wait for it forever when the context is destroyed).
+    struct DirLock {
+        int fd;
+        ~DirLock() {
+            if (fd >= 0) ::close(fd);
+        }
+    } lock{::open((cache_.path() + "/v1/lock").c_str(), O_RDWR | O_CLOEXEC)};
+    ASSERT_GE(lock.fd, 0);
+    ASSERT_EQ(::flock(lock.fd, LOCK_EX), 0);  // the first commit now waits in evict(), the rest queue
+    std::string got(big_.size() - BlockCache::kBlockSize, '\0');
+    ASSERT_EQ(src->pread(&got[0], got.size(), BlockCache::kBlockSize), static_cast<ssize_t>(got.size()));
+    EXPECT_TRUE(got == big_.substr(BlockCache::kBlockSize));
+    // Blocks 1-3 are staged; at most one of them (the commit stuck in evict) has its final name.
+    // The temporaries of the staged blocks; {path, size} (a stage in progress is still short).
+    auto temporaries = [&] {
+        std::vector<std::pair<std::string, off_t>> t;
+        for (const auto& e : std::filesystem::directory_iterator(objects)) {
+            struct stat st {};
+            if (e.path().filename().string().rfind(".tmp.", 0) == 0 && ::stat(e.path().c_str(), &st) == 0) {
+                t.emplace_back(e.path(), st.st_size);
+            }
+        }
+        return t;
+    };
+    // Wait until the two blocks whose commits queue behind the stuck one are staged whole.
+    auto staged_whole = [&] {
+        off_t bytes = 0;
+        for (const auto& [path, size] : temporaries()) bytes += size;
+        return bytes >= static_cast<off_t>(BlockCache::kBlockSize + 1000);
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!staged_whole() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(staged_whole()) << "blocks were not staged while their commits were held up";
+    int present = 0;
+    BlockCache view(cache_.path(), 0);
+    for (uint64_t b = 1; b <= 3; ++b) present += view.has(key, b, b < 3 ? BlockCache::kBlockSize : 1000);
+    EXPECT_LE(present, 1) << "a block was present before its commit";
+    // The staged temporaries are what a read now returns: mark one and read it through the source.
+    std::string marked;
+    for (const auto& [path, size] : temporaries()) {
+        if (size == static_cast<off_t>(BlockCache::kBlockSize)) marked = path;
+    }
+    ASSERT_FALSE(marked.empty()) << "no staged full block";
+    std::string before(16, '\0');
+    {
+        int fd = ::open(marked.c_str(), O_RDWR | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::pread(fd, &before[0], 16, 0), 16);
+        ASSERT_EQ(::pwrite(fd, "STAGED-TEMPORARY", 16, 0), 16);
+        ::close(fd);
+    }
+    const size_t at = big_.find(before, BlockCache::kBlockSize);
+    ASSERT_EQ(at % BlockCache::kBlockSize, 0u);
+    // (The store thread lists the block as staged right after its write: allow it that moment.)
+    std::string again(16, '\0');
+    for (int i = 0; i < 100 && again != "STAGED-TEMPORARY"; ++i) {
+        if (i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        ASSERT_EQ(src->pread(&again[0], 16, at), 16);
+    }
+    EXPECT_EQ(again, "STAGED-TEMPORARY") << "the read did not come from the staged temporary";
+    {
+        int fd = ::open(marked.c_str(), O_RDWR | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::pwrite(fd, before.data(), 16, 0), 16);
+        ::close(fd);
+    }
+    ::flock(lock.fd, LOCK_UN);
+    src.reset();
+    ctx.reset();  // runs every queued commit
+    EXPECT_TRUE(temporaries().empty()) << "a staged temporary was left behind";
 }
 
 TEST_F(RemoteSourceStoreTest, StoresQueuedAtDestructionAreAllWrittenDurably) {
@@ -250,6 +334,32 @@ TEST(BlockCache, CreatesAPrivateDirectoryAndReadsBackStoredBlocks) {
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
         EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
     }
+}
+
+TEST(BlockCache, AStagedBlockIsReadableButPresentOnlyAfterItsCommit) {
+    gguf_test::TempDir tmp;
+    BlockCache cache(tmp / "c", 0);
+    const std::string key = BlockCache::object_key("http://h/y.gguf", "\"e1\"");
+    const std::string data = random_bytes(5000, 11);
+    std::string staged;
+    ASSERT_EQ(cache.stage(key, 2, data.data(), data.size(), &staged), 0);
+    EXPECT_NE(staged.find("/.tmp."), std::string::npos) << staged;
+    char out[100];
+    // Written but not durable: not present under its final name (a kill -9 now loses it).
+    EXPECT_FALSE(cache.has(key, 2, 5000));
+    EXPECT_EQ(cache.read(key, 2, 5000, 0, 100, out), -ENOENT);
+    ASSERT_EQ(BlockCache::read_staged(staged, 4000, 100, out), 100);
+    EXPECT_EQ(std::string(out, 100), data.substr(4000, 100));
+    EXPECT_EQ(cache.used_bytes(), 0u);
+    ASSERT_EQ(cache.commit(key, 2, staged, data.size()), 0);
+    EXPECT_TRUE(cache.has(key, 2, 5000));
+    EXPECT_EQ(cache.used_bytes(), 5000u);
+    EXPECT_EQ(BlockCache::read_staged(staged, 0, 100, out), -ENOENT) << "the temporary became the block";
+    ASSERT_EQ(cache.read(key, 2, 5000, 4000, 100, out), 100);
+    EXPECT_EQ(std::string(out, 100), data.substr(4000, 100));
+    // A commit of a temporary that is gone fails and publishes nothing.
+    EXPECT_EQ(cache.commit(key, 3, staged, data.size()), -ENOENT);
+    EXPECT_FALSE(cache.has(key, 3, 5000));
 }
 
 TEST(BlockCache, DefaultDirectoryIsTheSystemdCacheDirectoryWhenSet) {
