@@ -1,7 +1,8 @@
 // llama.cpp (node-llama-cpp, tests/clients/llama-tokens.mjs) loading tiny-llama through remote
 // mounts (issues 11 and 12). tiny-llama is split into 3 shards by our own `gguf-mount split`,
 // served on 127.0.0.1 only, by nginx as a first-shard URL and by the Hub emulation (API + CDN
-// nginx, HF_ENDPOINT pointed at it) as hf://ORG/REPO, and mounted with a fresh --cache-dir. The
+// nginx, HF_ENDPOINT pointed at it) as hf://ORG/REPO with the shards in a quant folder F32/,
+// and mounted with a fresh --cache-dir (mounting fetches each shard whole: one 4 MiB block). The
 // greedy token ids and the sha256 of the mounted merged file must equal
 // tests/clients/tiny-llama-expected.json (the values the local clients.llama part asserts), cold
 // and again after a remount with the server stopped and --offline.
@@ -143,10 +144,10 @@ protected:
         return t;
     }
 
-    /// llama.cpp on MNT/tiny-llama.gguf gives the expected token ids, then the whole file has
-    /// the expected sha256 (node reads first, so its reads are the first after the mount).
-    void expect_expected_model(const std::string& step) {
-        const std::string model = mnt_ + "/tiny-llama.gguf";
+    /// llama.cpp on MNT/`path` gives the expected token ids, then the whole file has the
+    /// expected sha256 (node reads first, so its reads are the first after the mount).
+    void expect_expected_model(const std::string& step, const std::string& path = "tiny-llama.gguf") {
+        const std::string model = mnt_ + "/" + path;
         Tokens t = llama_tokens(model);
         std::cout << "[ tokens   ] " << step << ": " << t.line << std::endl;
         EXPECT_EQ(t.prompt, want_.at("prompt_ids").get<std::vector<int>>()) << step;
@@ -199,8 +200,8 @@ TEST_F(RemoteLlama, FirstShardUrlGivesTheLocalTokensColdThenOfflineWithTheServer
 
 TEST_F(RemoteLlama, HfRepoGivesTheLocalTokensColdThenOfflineWithTheHubStopped) {
     HubRepoSpec spec;
-    spec.page_size = 2;  // 4 entries: the listing takes two tree pages
-    for (const auto& n : shard_names()) spec.files.push_back(HubRepoFile{n, src_ + "/" + n, true});
+    spec.page_size = 2;  // 5 entries (F32/, its 3 shards, README.md): three tree pages
+    for (const auto& n : shard_names()) spec.files.push_back(HubRepoFile{"F32/" + n, src_ + "/" + n, true});
     spec.files.push_back(HubRepoFile{"README.md", gguf_test::fixture("tiny-llama/README.md"), false});
     hub_ = std::make_unique<HubEmulation>(spec);
     std::string error;
@@ -211,7 +212,7 @@ TEST_F(RemoteLlama, HfRepoGivesTheLocalTokensColdThenOfflineWithTheHubStopped) {
     const std::string source = "hf://" + spec.org + "/" + spec.repo;
 
     ASSERT_TRUE(mount(args(), source));
-    ASSERT_NO_FATAL_FAILURE(expect_expected_model("hf:// cold cache"));
+    ASSERT_NO_FATAL_FAILURE(expect_expected_model("hf:// cold cache", "F32/tiny-llama.gguf"));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     // The shards' bytes came from the CDN port (one blob per shard), after a resolve each.
     std::set<std::string> blobs;
@@ -219,10 +220,14 @@ TEST_F(RemoteLlama, HfRepoGivesTheLocalTokensColdThenOfflineWithTheHubStopped) {
         if (e.lfs) blobs.insert("/blobs/" + e.sha256);
     EXPECT_EQ(blobs.size(), 3u);
     EXPECT_EQ(data_uris(hub_->cdn().access_log()), blobs);
+    size_t tree_pages = 0;
+    for (const auto& e : hub_->api().access_log()) tree_pages += e.uri.find("/tree/") != std::string::npos;
+    EXPECT_EQ(tree_pages, 3u);
+    EXPECT_EQ(hub_->page_count(""), 3u);
 
     hub_->stop();
     ASSERT_TRUE(mount(args(true), source));
-    ASSERT_NO_FATAL_FAILURE(expect_expected_model("hf:// --offline, Hub stopped"));
+    ASSERT_NO_FATAL_FAILURE(expect_expected_model("hf:// --offline, Hub stopped", "F32/tiny-llama.gguf"));
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
