@@ -7,7 +7,8 @@
 #   PART        npm      install the npm packages of tests/clients (only when missing)
 #               llama    node-llama-cpp (llama.cpp) loads tiny-llama three ways: the original file,
 #                        its first shard (split with our own `gguf-mount split`), and the merged
-#                        file on the mount; greedy token ids must equal tiny-llama/README.md's
+#                        file on the mount; greedy token ids must equal tiny-llama-expected.json's
+#                        (tiny-llama/README.md; remote mounts: clients/remote_llama_test.cpp)
 #               hf-gguf  @huggingface/gguf reads the mounted merged files: every KV and tensor
 #                        info equals the original's, apart from the documented split.* keys
 #               tools    mmap(MAP_PRIVATE) of every page, cp, cat, dd with odd block sizes and
@@ -27,16 +28,22 @@ part=${3:?usage: run-clients.sh GGUF_MOUNT MMAP_PAGES PART}
 fixtures=$(cd "$here/../fixtures" && pwd)
 tiny=$fixtures/tiny-llama/tiny-llama.gguf
 
-# From tests/fixtures/tiny-llama/README.md (made with llama.cpp's llama-gguf-split and
-# node-llama-cpp 3.22.1) and, for kvzoo, tests/fixtures/MANIFEST.json.
-tiny_sha=ea9f0d0bcebbc5cc8b4d9cb7f219503d31bd31f873af199d14c2b1c0a2ea4c27
-shard_sha=(9b07ed6ed440cbad52be31b1228eb55d818ed97c04fe774147f8857f7b71eb85
-           e2ad57ef7a6b9407f81256b9704cc2d29802a9c402f199eaa18d5aace349c39e
-           52d58d7c63cab7fc33f1f2faae90fd5c7a990daf97acad022d8fe39b99a40ac8)
-tiny_merged_sha=3a7d0b4b3ba2417ad2b31050616fb5caef8221715a369463fb6b3cf668a56914
+# tiny-llama's expected shards, merged file and token ids (from tests/fixtures/tiny-llama/README.md),
+# shared with clients_remote_tests; kvzoo's from tests/fixtures/MANIFEST.json.
+expected_value() {  # KEY: a string as is, a list of strings space-separated, other lists as compact JSON
+  python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))[sys.argv[2]]
+print(" ".join(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else
+      json.dumps(v, separators=(",", ":")) if isinstance(v, list) else v)' "$here/tiny-llama-expected.json" "$1"
+}
+tiny_sha=$(expected_value original_sha256)
+read -r -a shard_sha <<<"$(expected_value shard_sha256)"
+[ ${#shard_sha[@]} -eq 3 ] || { echo "run-clients.sh: tiny-llama-expected.json: shard_sha256 must list 3 shards" >&2; exit 1; }
+tiny_merged_sha=$(expected_value merged_sha256)
+split_max_tensors=$(expected_value split_max_tensors)
 kvzoo_merged_sha=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f
-prompt_ids='[1,259,305,329,259,276,280,268,262,270,259,261,277,274,282,273,259,265,274,283,259,269,280,272,275,278,341,281,332,330,259,271,260,285,284,259,263,274,266,322]'
-generated_ids='[75,177,27,140,284,35,27,11,238,206,31,265,281,276,82,75]'
+prompt_ids=$(expected_value prompt_ids)
+generated_ids=$(expected_value generated_ids)
 
 say() { echo "clients/$part: $*"; }
 skip() { say "SKIP: $*"; exit 77; }
@@ -92,12 +99,12 @@ setup_mount() {
   trap cleanup EXIT
   mkdir -p "$work/src/kvzoo" "$work/mnt"
   # Our own split must reproduce llama.cpp's shards byte for byte (README table).
-  "$bin" split --split-max-tensors 10 -q "$tiny" "$work/src/tiny-llama"
+  "$bin" split --split-max-tensors "$split_max_tensors" -q "$tiny" "$work/src/tiny-llama"
   for i in 1 2 3; do
     f=$work/src/tiny-llama-0000$i-of-00003.gguf
-    [ "$(sha "$f")" = "${shard_sha[$((i - 1))]}" ] || die "$f: sha256 differs from tiny-llama/README.md"
+    [ "$(sha "$f")" = "${shard_sha[$((i - 1))]}" ] || die "$f: sha256 differs from tiny-llama-expected.json (tiny-llama/README.md)"
   done
-  say "gguf-mount split --split-max-tensors 10 reproduced the 3 reference shards"
+  say "gguf-mount split --split-max-tensors $split_max_tensors reproduced the 3 reference shards"
   cp "$fixtures"/kvzoo/t7/kvzoo-0000?-of-00007.gguf "$work/src/kvzoo/"
   # The planner's bytes, written offline by the same code the mount serves from.
   "$bin" merge -q "$work/src/tiny-llama-00001-of-00003.gguf" "$work/planned-tiny-llama.gguf"
@@ -148,7 +155,7 @@ part_llama() {
     say "$out"
     case "$out" in
       *"$expected"*) ;;
-      *) die "$model: token ids differ from tiny-llama/README.md (prompt $prompt_ids, generated $generated_ids)" ;;
+      *) die "$model: token ids differ from tiny-llama-expected.json (prompt $prompt_ids, generated $generated_ids)" ;;
     esac
   done
   say "node-llama-cpp: original, first shard and mounted merged file give the README's token ids"
