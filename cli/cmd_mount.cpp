@@ -240,11 +240,41 @@ int run_mount(int argc, char** argv) {
     std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
     bool single_set = true;
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
+    bool remote_source = false;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    const bool hub_source = source_arg.rfind("hf://", 0) == 0;
+    remote_source = remote::is_http_url(source_arg) || hub_source;
+    if (remote_source) source = hub_source ? source_arg : remote::url_for_message(source_arg);
+#endif
+    if (!remote_source) {
+        struct stat source_st {};
+        if (::stat(source_arg.c_str(), &source_st) != 0) {
+            spdlog::error("{}: {}", source_arg, std::strerror(errno));
+            return 1;
+        }
+        if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
+            spdlog::error("{}: not a directory or a regular file", source_arg);
+            return 1;
+        }
+        // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
+        // blobs/<sha256>): resolve its directory only.
+        source = S_ISDIR(source_st.st_mode) ? real_path(source_arg)
+                                            : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
+        single_set = !S_ISDIR(source_st.st_mode);
+    }
+
+    // The mount point first: a bad one is refused before a remote SOURCE sends any request.
+    fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
+    for (const auto& line : mp.cleared) spdlog::info("{}", line);
+    if (!mp.refusal.empty()) {
+        spdlog::error("{}; nothing mounted", mp.refusal);
+        return 1;
+    }
+
 #ifdef GGUF_MOUNT_WITH_REMOTE
     std::shared_ptr<remote::RemoteContext> remote_context;
     remote::HubSetup hub;
-    const bool hub_source = source_arg.rfind("hf://", 0) == 0;
-    if (remote::is_http_url(source_arg) || hub_source) {
+    if (remote_source) {
         remote::RemoteOptions ro;
         ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
         if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
@@ -262,7 +292,6 @@ int run_mount(int argc, char** argv) {
             spdlog::error("{}", e.what());
             return 1;
         }
-        source = hub_source ? source_arg : remote::url_for_message(source_arg);
         const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
         if (hub_source) {
             // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
@@ -316,30 +345,6 @@ int run_mount(int argc, char** argv) {
 #endif
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
-    if (!live) {
-        struct stat source_st {};
-        if (::stat(source_arg.c_str(), &source_st) != 0) {
-            spdlog::error("{}: {}", source_arg, std::strerror(errno));
-            return 1;
-        }
-        if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
-            spdlog::error("{}: not a directory or a regular file", source_arg);
-            return 1;
-        }
-        // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
-        // blobs/<sha256>): resolve its directory only.
-        source = S_ISDIR(source_st.st_mode) ? real_path(source_arg)
-                                            : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
-        single_set = !S_ISDIR(source_st.st_mode);
-    }
-
-    fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
-    for (const auto& line : mp.cleared) spdlog::info("{}", line);
-    if (!mp.refusal.empty()) {
-        spdlog::error("{}; nothing mounted", mp.refusal);
-        return 1;
-    }
-
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.
