@@ -274,6 +274,8 @@ int run_mount(int argc, char** argv) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
     std::shared_ptr<remote::RemoteContext> remote_context;
     remote::HubSetup hub;
+    bool hub_file = false;              // an hf:// PATH naming a file (a first shard)
+    std::string first_url = source_arg;  // a first-shard SOURCE: its http(s) URL
     if (remote_source) {
         remote::RemoteOptions ro;
         ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
@@ -286,14 +288,20 @@ int run_mount(int argc, char** argv) {
             if (args.count("cache-max-size")) {
                 ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
             }
-            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
+            if (hub_source) {
+                hub = remote::hub_setup(source_arg, &ro.http);
+                hub_file = remote::hub_names_file(hub.source);
+            }
+            // hf://ORG/REPO[@REV]/PATH/NAME-00001-of-N.gguf: the set of its resolve URL at the
+            // commit the revision names now, served like an http(s) first-shard URL.
+            if (hub_file) first_url = remote::remote_source_url(source_arg, &ro);
             remote_context = std::make_shared<remote::RemoteContext>(ro);
         } catch (const std::exception& e) {
-            spdlog::error("{}", e.what());
+            spdlog::error("{}; nothing mounted", e.what());
             return 1;
         }
         const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-        if (hub_source) {
+        if (hub_source && !hub_file) {
             // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
@@ -310,7 +318,7 @@ int run_mount(int argc, char** argv) {
             live = fs::LiveFilesystem::with_builder(source,
                                                     [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
             single_set = false;
-        } else if (!path_part.empty() && path_part.back() == '/') {
+        } else if (!hub_file && !path_part.empty() && path_part.back() == '/') {
             // A directory: its index pages, walked by the catalog like a local directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
@@ -323,22 +331,23 @@ int run_mount(int argc, char** argv) {
             std::shared_ptr<gguf::Catalog> first_catalog;
             try {
                 first_catalog =
-                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
+                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(first_url, remote_context));
             } catch (const std::exception& e) {
                 spdlog::error("{}", e.what());
                 return 1;
             }
             for (const auto& e : first_catalog->entries) {
-                spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
+                spdlog::info("{}: {} shard(s), {} bytes{}; cache {}", source, e.members.size(), e.size(),
+                             hub_file ? " at " + remote::url_for_message(first_url) : std::string(),
                              remote_context->cache().dir());
             }
-            live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, first_url, remote_context]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                     gguf::Catalog c = std::move(*first_catalog);
                     first_catalog.reset();
                     return c;
                 }
-                return remote::remote_set_catalog(source_arg, remote_context);
+                return remote::remote_set_catalog(first_url, remote_context);
             });
         }
     }

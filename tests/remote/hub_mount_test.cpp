@@ -390,3 +390,71 @@ TEST_F(HubMount, AFailingCdnLocationIsResolvedAgainOnceAndTheBytesStayExact) {
 }
 
 }  // namespace
+
+namespace {
+
+// hf://ORG/REPO[@REV]/PATH where PATH is a first shard: mount, check and prefetch serve that one
+// merged set (like an http(s) first-shard URL), pinned to the commit of REV; no tree listing.
+TEST_F(HubMount, AFirstShardPathIsServedAsItsMergedSetByMountCheckAndPrefetch) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(2));
+    const std::string first = source() + "@main/Q4_K_M/" + gguf::base_name(kvzoo_.shards.front());
+    ASSERT_TRUE(mount(args(), first));
+    EXPECT_EQ(mount_test::list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"}) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    auto api = hub_->api().access_log();
+    EXPECT_EQ(count_if_uri(api, "/revision/main"), 1u);
+    EXPECT_EQ(count_if_uri(api, "/tree/"), 0u);
+    EXPECT_EQ(count_if_uri(api, "/resolve/" + hub_->spec().commit + "/Q4_K_M/kvzoo-"), kvzoo_.shards.size());
+
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", first, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.at("entries").size(), 1u) << r.out;
+    EXPECT_EQ(j.at("entries")[0].at("path"), "kvzoo.gguf") << r.out;
+
+    const std::string cache2 = root_ + "/cache2";
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache2, first});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    hub_->stop();
+    ASSERT_TRUE(mount({"--cache-dir", cache2, "--offline"}, first));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// A PATH naming another shard, a single-file model, a companion or nothing: one line naming it
+// and what to give instead, exit 1, for mount, check and prefetch.
+TEST_F(HubMount, AFileThatIsNotAFirstShardIsOneLineNamingIt) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(50));
+    struct Case {
+        std::string path, says;
+        bool no_request;  // refused by its name, before any request
+    };
+    const std::vector<Case> cases = {
+        {"Q4_K_M/kvzoo-00002-of-00007.gguf", "shard 2 of 7, not the first: give " + source() +
+                                                 "/Q4_K_M/kvzoo-00001-of-00007.gguf", true},
+        {"mmproj-tiny.gguf", "a single-file model, not the first shard of a split set", true},
+        {"README.md", "a file, not a folder", false},
+        {"Q4_K_M/nothere-00001-of-00002.gguf", "not found (HTTP 404)", false},
+    };
+    for (const auto& c : cases) {
+        for (const std::string cmd : {"mount", "check", "prefetch"}) {
+            SCOPED_TRACE(cmd + " " + c.path);
+            hub_->api().clear_access_log();
+            std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), cmd, source() + "/" + c.path};
+            if (cmd == "mount") argv.push_back(mnt_);
+            if (cmd != "check") argv.insert(argv.end(), {"--cache-dir", cache_});
+            auto r = gguf_test::run(argv);
+            const std::string all = r.out + r.err;
+            EXPECT_EQ(r.exit_code, 1) << all;
+            EXPECT_EQ(mount_test::lines_with(all, c.path).size(), 1u) << all;
+            EXPECT_NE(all.find(c.says), std::string::npos) << all;
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << all;
+            if (c.no_request) EXPECT_TRUE(hub_->api().access_log().empty());
+            std::printf("[ hf file  ] %s %s: exit %d: %s", cmd.c_str(), c.path.c_str(), r.exit_code, r.err.c_str());
+        }
+    }
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
+}
+
+}  // namespace
