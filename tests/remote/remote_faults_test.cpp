@@ -291,4 +291,49 @@ TEST_F(DnsFailure, ADirectoryUrlWhoseHostDoesNotResolveMountsEmptyAndShowsItsSet
     nginx.stop();
 }
 
+// A sub-directory whose index page redirects to a host that does not resolve (a listing's own
+// links to other hosts are never followed: remote/index.hpp): the rest of the tree is served, the
+// sub-directory's set shows once the name resolves.
+TEST_F(DnsFailure, ASubDirectoryRedirectedToAHostThatDoesNotResolveIsLeftOutUntilItResolves) {
+    auto shards = mount_test::split_dense_model(
+        12, [](int) { return int64_t{393216}; }, 4, 11, src_ + "/dense");
+    ASSERT_EQ(shards.size(), 3u);
+    ASSERT_EQ(::mkdir((src_ + "/a").c_str(), 0755), 0);
+    mount_test::copy_kvzoo(src_ + "/a");
+    auto kvzoo = mount_test::manifest_case("kvzoo/t7");
+    ASSERT_TRUE(kvzoo);
+    NginxOptions o{src_};
+    o.extra_server_config = std::string("    location /html/a/ {\n      if ($host != \"") + kNoSuchHost +
+                            "\") { return 302 http://" + kNoSuchHost + ":$server_port$request_uri; }\n      alias " +
+                            src_ + "/a/; autoindex on; autoindex_exact_size on;\n    }\n";
+    NginxServer nginx(o);
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    ASSERT_TRUE(sandboxed_.start(sandboxed({gguf_test::gguf_mount_binary(), nginx.base_url() + "/html/", mnt_, "-f",
+                                            "--cache-dir", cache_, "--net-timeout", "2", "--revalidate", "1"}),
+                                 log_, &error))
+        << error;
+    auto find = [&] {
+        return in_daemon_namespace({remote_test::find_program("find"), mnt_, "-type", "f", "-printf", "%P\n"}).out;
+    };
+    ASSERT_TRUE(mount_test::time_until([&] { return find() == "dense.gguf\n"; }, std::chrono::seconds(10)))
+        << find() << log();
+    const auto dns_lines = mount_test::lines_with(log(), std::string("Could not resolve host: ") + kNoSuchHost);
+    ASSERT_FALSE(dns_lines.empty()) << log();
+    EXPECT_NE(dns_lines[0].find("/html/a/"), std::string::npos) << dns_lines[0];
+    std::printf("[ dns      ] %s\n", dns_lines[0].c_str());
+    {
+        std::ofstream hosts(hosts_, std::ios::app);  // in place: the bind mount keeps the inode
+        hosts << "127.0.0.1 " << kNoSuchHost << "\n";
+    }
+    EXPECT_TRUE(mount_test::time_until([&] { return find() == "a/kvzoo.gguf\ndense.gguf\n" ||
+                                                    find() == "dense.gguf\na/kvzoo.gguf\n"; },
+                                       std::chrono::seconds(10)))
+        << find() << log();
+    auto sum = in_daemon_namespace({remote_test::find_program("sha256sum"), mnt_ + "/a/kvzoo.gguf"});
+    EXPECT_EQ(sum.out.substr(0, 64), kvzoo->merged_sha256) << sum.err << log();
+    EXPECT_EQ(sandboxed_.stop(), 0) << log();
+    nginx.stop();
+}
+
 }  // namespace
