@@ -258,8 +258,13 @@ int run_check(int argc, char** argv) {
             remote::RemoteOptions ro;
             remote::HubSetup hub;
             if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
+            const bool hub_file = hub_source && remote::hub_names_file(hub.source);
+            // An hf:// first shard: its resolve URL at the commit the revision names now.
+            const std::string url = hub_file ? remote::remote_source_url(source_arg, &ro) : source_arg;
             auto context = std::make_shared<remote::RemoteContext>(ro);
-            if (hub_source) {
+            if (hub_file) {
+                catalog = remote::remote_set_catalog(url, context);
+            } else if (hub_source) {
                 remote::HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
                 listing.pin();
                 catalog = gguf::build_catalog(listing, copt);

@@ -240,83 +240,13 @@ int run_mount(int argc, char** argv) {
     std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
     bool single_set = true;
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
+    bool remote_source = false;
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    std::shared_ptr<remote::RemoteContext> remote_context;
-    remote::HubSetup hub;
     const bool hub_source = source_arg.rfind("hf://", 0) == 0;
-    if (remote::is_http_url(source_arg) || hub_source) {
-        remote::RemoteOptions ro;
-        ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
-        if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
-        if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
-        ro.offline = args.count("offline") > 0;
-        // Offline, the server is never asked: there is nothing to revalidate.
-        if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
-        try {
-            if (args.count("cache-max-size")) {
-                ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
-            }
-            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
-            remote_context = std::make_shared<remote::RemoteContext>(ro);
-        } catch (const std::exception& e) {
-            spdlog::error("{}", e.what());
-            return 1;
-        }
-        source = hub_source ? source_arg : remote::url_for_message(source_arg);
-        const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-        if (hub_source) {
-            // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
-            gguf::CatalogOptions dopt;
-            dopt.show_shards = args.count("show-shards") > 0;
-            auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
-                                                                hub.token_source);
-            try {
-                const std::string commit = listing->pin();
-                spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
-                             hub.source.revision, commit, listing->pages(), remote_context->cache().dir());
-            } catch (const std::exception& e) {
-                spdlog::error("{}; nothing mounted", e.what());
-                return 1;
-            }
-            live = fs::LiveFilesystem::with_builder(source,
-                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
-            single_set = false;
-        } else if (!path_part.empty() && path_part.back() == '/') {
-            // A directory: its index pages, walked by the catalog like a local directory.
-            gguf::CatalogOptions dopt;
-            dopt.show_shards = args.count("show-shards") > 0;
-            auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
-            live = fs::LiveFilesystem::with_builder(source,
-                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
-            single_set = false;
-        } else {
-            // A first shard: planned now, so that a failure exits before mounting.
-            std::shared_ptr<gguf::Catalog> first_catalog;
-            try {
-                first_catalog =
-                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(source_arg, remote_context));
-            } catch (const std::exception& e) {
-                spdlog::error("{}", e.what());
-                return 1;
-            }
-            for (const auto& e : first_catalog->entries) {
-                spdlog::info("{}: {} shard(s), {} bytes; cache {}", source, e.members.size(), e.size(),
-                             remote_context->cache().dir());
-            }
-            live = fs::LiveFilesystem::with_builder(source, [first_catalog, source_arg, remote_context]() mutable {
-                if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
-                    gguf::Catalog c = std::move(*first_catalog);
-                    first_catalog.reset();
-                    return c;
-                }
-                return remote::remote_set_catalog(source_arg, remote_context);
-            });
-        }
-    }
+    remote_source = remote::is_http_url(source_arg) || hub_source;
+    if (remote_source) source = hub_source ? source_arg : remote::url_for_message(source_arg);
 #endif
-    gguf::CatalogOptions copt;
-    copt.show_shards = args.count("show-shards") > 0;
-    if (!live) {
+    if (!remote_source) {
         struct stat source_st {};
         if (::stat(source_arg.c_str(), &source_st) != 0) {
             spdlog::error("{}: {}", source_arg, std::strerror(errno));
@@ -333,6 +263,7 @@ int run_mount(int argc, char** argv) {
         single_set = !S_ISDIR(source_st.st_mode);
     }
 
+    // The mount point first: a bad one is refused before a remote SOURCE sends any request.
     fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
     for (const auto& line : mp.cleared) spdlog::info("{}", line);
     if (!mp.refusal.empty()) {
@@ -340,6 +271,89 @@ int run_mount(int argc, char** argv) {
         return 1;
     }
 
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    std::shared_ptr<remote::RemoteContext> remote_context;
+    remote::HubSetup hub;
+    bool hub_file = false;              // an hf:// PATH naming a file (a first shard)
+    std::string first_url = source_arg;  // a first-shard SOURCE: its http(s) URL
+    if (remote_source) {
+        remote::RemoteOptions ro;
+        ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
+        if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
+        if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
+        ro.offline = args.count("offline") > 0;
+        // Offline, the server is never asked: there is nothing to revalidate.
+        if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
+        try {
+            if (args.count("cache-max-size")) {
+                ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
+            }
+            if (hub_source) {
+                hub = remote::hub_setup(source_arg, &ro.http);
+                hub_file = remote::hub_names_file(hub.source);
+            }
+            // hf://ORG/REPO[@REV]/PATH/NAME-00001-of-N.gguf: the set of its resolve URL at the
+            // commit the revision names now, served like an http(s) first-shard URL.
+            if (hub_file) first_url = remote::remote_source_url(source_arg, &ro);
+            remote_context = std::make_shared<remote::RemoteContext>(ro);
+        } catch (const std::exception& e) {
+            spdlog::error("{}; nothing mounted", e.what());
+            return 1;
+        }
+        const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+        if (hub_source && !hub_file) {
+            // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
+            gguf::CatalogOptions dopt;
+            dopt.show_shards = args.count("show-shards") > 0;
+            auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
+                                                                hub.token_source);
+            try {
+                const std::string commit = listing->pin();
+                spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
+                             hub.source.revision, commit, listing->pages(), remote_context->cache().dir());
+            } catch (const std::exception& e) {
+                spdlog::error("{}; nothing mounted", e.what());
+                return 1;
+            }
+            live = fs::LiveFilesystem::with_builder(source,
+                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
+            single_set = false;
+        } else if (!hub_file && !path_part.empty() && path_part.back() == '/') {
+            // A directory: its index pages, walked by the catalog like a local directory.
+            gguf::CatalogOptions dopt;
+            dopt.show_shards = args.count("show-shards") > 0;
+            auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
+            live = fs::LiveFilesystem::with_builder(source,
+                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
+            single_set = false;
+        } else {
+            // A first shard: planned now, so that a failure exits before mounting.
+            std::shared_ptr<gguf::Catalog> first_catalog;
+            try {
+                first_catalog =
+                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(first_url, remote_context));
+            } catch (const std::exception& e) {
+                spdlog::error("{}", e.what());
+                return 1;
+            }
+            for (const auto& e : first_catalog->entries) {
+                spdlog::info("{}: {} shard(s), {} bytes{}; cache {}", source, e.members.size(), e.size(),
+                             hub_file ? " at " + remote::url_for_message(first_url) : std::string(),
+                             remote_context->cache().dir());
+            }
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, first_url, remote_context]() mutable {
+                if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
+                    gguf::Catalog c = std::move(*first_catalog);
+                    first_catalog.reset();
+                    return c;
+                }
+                return remote::remote_set_catalog(first_url, remote_context);
+            });
+        }
+    }
+#endif
+    gguf::CatalogOptions copt;
+    copt.show_shards = args.count("show-shards") > 0;
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.

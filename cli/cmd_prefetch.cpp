@@ -65,8 +65,8 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context) {
     const std::string path_part = argument.substr(0, argument.find_first_of("?#"));
-    const bool hub_folder = argument.rfind("hf://", 0) == 0 &&
-                            (path_part.size() < 5 || path_part.compare(path_part.size() - 5, 5, ".gguf") != 0);
+    const bool hub_folder =
+        argument.rfind("hf://", 0) == 0 && !remote::hub_names_file(remote::parse_hub_source(argument));
     if (hub_folder) {
         const remote::HubSetup hub = remote::hub_setup(argument, &ro.http);
         *context = std::make_shared<remote::RemoteContext>(ro);

@@ -12,18 +12,50 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
+#include "gguf/file_io.hpp"
 #include "gguf/split_set.hpp"
 
 namespace gguf_mount::remote {
+
+namespace {
+
+/// Throws unless the hf:// `source` (parsed: `hub`) names the first shard of a split set:
+/// before any request, one line naming the source and what to give instead.
+void require_hub_first_shard(const std::string& source, const HubSource& hub) {
+    std::string arg = source;
+    while (arg.size() > 1 && arg.back() == '/') arg.pop_back();
+    const std::string folder = arg.substr(0, arg.rfind('/'));  // hf://ORG/REPO[@REV][/DIR]
+    if (hub.path.empty() || !hub_names_file(hub)) {
+        throw gguf::Error(gguf::Code::BadArgument,
+                          source + ": not a .gguf file: give the first shard of a set (" +
+                              (hub.path.empty() ? arg : folder) + "/NAME-00001-of-NNNNN.gguf); mount, check and "
+                              "prefetch also take the folder");
+    }
+    const auto name = gguf::parse_shard_name(gguf::base_name(hub.path));
+    if (!name) {
+        throw gguf::Error(gguf::Code::BadSplit,
+                          source + ": a single-file model, not the first shard of a split set "
+                                   "(NAME-00001-of-NNNNN.gguf): mount, check or prefetch its folder " +
+                              folder + " to serve it");
+    }
+    if (name->index != 1) {
+        throw gguf::Error(gguf::Code::BadSplit, source + ": shard " + std::to_string(name->index) + " of " +
+                                                    std::to_string(name->count) + ", not the first: give " + folder +
+                                                    "/" + gguf::shard_path(name->prefix, 1, name->count));
+    }
+}
+
+}  // namespace
 
 std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
     if (is_http_url(source)) return source;
     if (source.rfind("hf://", 0) != 0) return "";
     HubSetup hub = hub_setup(source, &ro->http);
+    require_hub_first_shard(source, hub.source);
     auto context = std::make_shared<RemoteContext>(*ro);
     HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
     const std::string commit = listing.fetch_commit();
-    spdlog::info("{}: revision {} is commit {}", source, hub.source.revision, commit);
+    spdlog::debug("{}: revision {} is commit {}", source, hub.source.revision, commit);
     return hub_resolve_url(hub.endpoint, hub.source, commit, hub.source.path);
 }
 

@@ -25,6 +25,10 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
 /// the first shard), the revision is pinned to its commit now and the answer is
 /// {HF_ENDPOINT}/ORG/REPO/resolve/COMMIT/PATH, with the Hub token (if any) put into
 /// `ro->http` for the endpoint's host only (hub_setup); "" for anything else (a local path).
+/// The hf:// PATH must name a first shard (checked before any request: Code::BadArgument for
+/// a PATH that is not a .gguf file, Code::BadSplit for a single-file model or another shard,
+/// one line naming the source and what to give instead). With `ro->offline` the commit comes
+/// from the cache (HubListing::fetch_commit).
 /// Throws gguf::Error as hub_setup and HubListing::fetch_commit do (one line, no token).
 std::string remote_source_url(const std::string& source, RemoteOptions* ro);
 

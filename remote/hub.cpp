@@ -171,6 +171,13 @@ std::string hub_tree_url(const std::string& endpoint, const HubSource& source, c
     return url + "?recursive=true";
 }
 
+bool hub_names_file(const HubSource& source) {
+    const size_t slash = source.path.rfind('/');
+    std::string leaf = slash == std::string::npos ? source.path : source.path.substr(slash + 1);
+    for (char& c : leaf) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return leaf.size() > 5 && leaf.compare(leaf.size() - 5, 5, ".gguf") == 0;
+}
+
 std::string hub_resolve_url(const std::string& endpoint, const HubSource& source, const std::string& commit,
                             const std::string& path) {
     return repo_base(endpoint, source) + "/resolve/" + url_quote(commit, false) + "/" + url_quote(path, true);

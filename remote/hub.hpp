@@ -57,6 +57,12 @@ struct HubSource {
 /// is dropped. Throws gguf::Error(Code::BadArgument) with a one-line reason naming the source.
 HubSource parse_hub_source(const std::string& source);
 
+/// True when the source's PATH names a file rather than a folder: its last segment ends in
+/// ".gguf" (ASCII case-insensitive; "Q4_K_M/m-00001-of-00002.gguf", "model.GGUF"). Such a
+/// source is served as one set (its PATH must then be a first shard); any other PATH is a
+/// folder, listed through the tree API. Pure.
+bool hub_names_file(const HubSource& source);
+
 /// Lookup of environment variables: returns the value or nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 

@@ -73,6 +73,24 @@ void HubListing::fail(const HttpError& e, const std::string& what, const std::st
                               " (gated repo not accepted, or a token without read access)",
                           EACCES);
     }
+    if ((status == 404 || status == 410) && what == "tree" && !source_.path.empty()) {
+        // No folder there: a file (README.md, a single-file model)? One HEAD of its resolve URL.
+        bool is_file = false;
+        try {
+            context_->http().head(hub_resolve_url(endpoint_, source_, commit, source_.path));
+            is_file = true;
+        } catch (const HttpError&) {
+            // not a file either: "not found" below
+        }
+        if (is_file) {
+            const size_t slash = shown.rfind('/');
+            throw gguf::Error(gguf::Code::BadArgument,
+                              shown + ": a file, not a folder: mount, check and prefetch take a folder or the first "
+                                      "shard of a set (NAME-00001-of-NNNNN.gguf); give its folder " +
+                                  shown.substr(0, slash),
+                              ENOTDIR);
+        }
+    }
     if (status == 404 || status == 410) {
         if (what == "revision") {
             throw gguf::Error(gguf::Code::Io,
@@ -124,6 +142,17 @@ std::string HubListing::pin() {
 }
 
 std::string HubListing::fetch_commit() {
+    // The cache's record of the last commit this revision named (for --offline).
+    const std::string record = "hub-commit\n" + endpoint_ + "\n" + source_.repo_id() + "\n" + source_.revision;
+    if (context_->options().offline) {
+        auto text = context_->cache().load_listing(record);
+        auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+        if (j.is_object() && j.contains("commit") && j["commit"].is_string()) return j["commit"].get<std::string>();
+        throw gguf::Error(gguf::Code::Io,
+                          display(source_, source_.revision_given ? source_.revision : "") +
+                              ": not in the cache (--offline): read it once online with the same cache",
+                          ENOENT);
+    }
     const std::string url = hub_revision_url(endpoint_, source_, source_.revision);
     std::string body, content_type, final_url;
     try {
@@ -131,7 +160,9 @@ std::string HubListing::fetch_commit() {
     } catch (const HttpError& e) {
         fail(e, "revision", "");
     }
-    return parse_hub_revision(body, url);
+    const std::string commit = parse_hub_revision(body, url);
+    context_->cache().save_listing(record, nlohmann::json{{"commit", commit}}.dump());
+    return commit;
 }
 
 std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {

@@ -28,14 +28,17 @@ public:
     /// Pins the revision (GET .../revision/REV -> "sha") and lists the tree of the source's
     /// PATH at that commit, once per HubListing (later calls return the same commit: a push
     /// during a mount never mixes files of two commits). Returns the commit (hex). Throws
-    /// gguf::Error with one line naming the source: Code::Io with EACCES for 401/403 (the repo
+    /// gguf::Error with one line naming the source: Code::BadArgument with ENOTDIR when PATH is
+    /// a file (README.md, a single-file model: one HEAD of its resolve URL tells), Code::Io with EACCES for 401/403 (the repo
     /// is gated or private: how to give a token; or the token was refused), ENOENT for 404
     /// (repo or revision not found; or PATH not found at the commit), EIO for other failures;
     /// Code::BadValue for answers that do not parse (parse_hub_revision, parse_hub_tree).
     std::string pin();
 
     /// The commit the source's revision names now (GET .../revision/REV -> "sha"), without
-    /// listing any tree (for a source whose PATH names one file). Throws like pin().
+    /// listing any tree (for a source whose PATH names one file); stored in the cache, from
+    /// which RemoteOptions::offline takes it (Code::Io, ENOENT "not in the cache (--offline)"
+    /// when it is not there). Throws like pin().
     std::string fetch_commit();
 
     /// Entries of `path` (relative to the source's PATH): from the pinned tree; files are

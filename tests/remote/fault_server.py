@@ -9,7 +9,8 @@ chooses; written to PORT_FILE once listening) with keep-alive, HEAD, ETag and si
 */SIZE"; several ranges are answered with the whole body, as a server may).
 
 RULES_FILE is re-read on every request: {"generation": G, "rules": [RULE, ...]} (or a bare
-array of rules), each {"path": "/x" or "*",
+array of rules), each {"path": "/x" or "*", "query": TEXT (optional: only requests whose query
+string contains TEXT, e.g. one signed URL's signature),
 "fault": KIND, "skip": S (default 0), "times": N (default -1 = every matching request), ...}:
 the rule lets its first S matching requests through, then applies to the next N. Rules are
 tried in order and each counts the matching requests it sees; the first that applies wins and
@@ -44,7 +45,7 @@ _uses = []
 _seq = 0
 
 
-def take_fault(path):
+def take_fault(path, query=""):
     """Returns the rule that applies to this request (consuming one use) or None."""
     global _rules_text, _rules, _uses
     try:
@@ -60,6 +61,8 @@ def take_fault(path):
             _uses = [0] * len(_rules)
         for i, rule in enumerate(_rules):
             if rule.get("path", "*") not in ("*", path):
+                continue
+            if rule.get("query", "") not in query:
                 continue
             times = rule.get("times", -1)
             skip = rule.get("skip", 0)
@@ -139,8 +142,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with _lock:
             _seq += 1
             self._seq = _seq
-        path = urllib.parse.urlsplit(self.path).path
-        rule = take_fault(path)
+        split = urllib.parse.urlsplit(self.path)
+        path = split.path
+        rule = take_fault(path, split.query)
         kind = rule.get("fault") if rule else None
         if kind == "stall" and "after_bytes" not in rule:
             time.sleep(float(rule.get("seconds", 1)))

@@ -138,7 +138,8 @@ bool HubEmulation::generate(std::string* error) {
             const std::string key = "/" + repo_id + "/resolve/" + rev + "/" + f.path;
             if (f.lfs) {
                 target_map << "    \"" << key << "\" \"" << cdn_base_url() << "/blobs/" << e.sha256
-                           << "?X-Amz-Signature=emulated&Expires=4102444800\";\n";
+                           << "?X-Amz-Signature=" << (spec_.cdn_fault_server ? "$request_id" : "emulated")
+                           << "&Expires=4102444800\";\n";
                 size_map << "    \"" << key << "\" \"" << e.size << "\";\n";
                 etag_map << "    \"" << key << "\" '\"" << e.sha256 << "\"';\n";
             } else {
@@ -149,7 +150,11 @@ bool HubEmulation::generate(std::string* error) {
     for (const auto& e : entries_) {
         if (e.directory || !e.lfs || fs::exists(cdn_root / "blobs" / e.sha256)) continue;
         auto it = std::find_if(spec_.files.begin(), spec_.files.end(), [&](const HubRepoFile& f) { return f.path == e.path; });
-        symlink_to(it->local_file, cdn_root / "blobs" / e.sha256);
+        if (spec_.cdn_fault_server) {
+            fs::copy_file(it->local_file, cdn_root / "blobs" / e.sha256);  // it serves files under its root only
+        } else {
+            symlink_to(it->local_file, cdn_root / "blobs" / e.sha256);
+        }
     }
 
     std::ostringstream http;
@@ -183,8 +188,14 @@ bool HubEmulation::start(std::string* error) {
     NginxOptions cdn_options{(fs::path(dir_.path()) / "cdn").string()};
     cdn_options.limit_rate = spec_.cdn_limit_rate;
     fs::create_directories(cdn_options.root);
-    cdn_ = std::make_unique<NginxServer>(cdn_options);
-    if (!cdn_->start(error)) return false;  // the API config needs the CDN's port
+    // The API config needs the CDN's port.
+    if (spec_.cdn_fault_server) {
+        fault_cdn_ = std::make_unique<FaultServer>(cdn_options.root);
+        if (!fault_cdn_->start(error)) return false;
+    } else {
+        cdn_ = std::make_unique<NginxServer>(cdn_options);
+        if (!cdn_->start(error)) return false;
+    }
     if (!generate(error)) return false;
     return api_->start(error);
 }
@@ -192,6 +203,7 @@ bool HubEmulation::start(std::string* error) {
 void HubEmulation::stop() {
     if (api_) api_->stop();
     if (cdn_) cdn_->stop();
+    if (fault_cdn_) fault_cdn_->stop();
 }
 
 bool HubEmulation::move_revision(const std::string& revision, const std::string& sha) {
@@ -205,6 +217,12 @@ bool HubEmulation::move_revision(const std::string& revision, const std::string&
 
 std::string HubEmulation::endpoint() const { return api_ ? api_->base_url() : ""; }
 
-std::string HubEmulation::cdn_base_url() const { return cdn_ ? cdn_->base_url() : ""; }
+std::string HubEmulation::cdn_base_url() const {
+    return cdn_ ? cdn_->base_url() : fault_cdn_ ? fault_cdn_->base_url() : "";
+}
+
+std::vector<AccessEntry> HubEmulation::cdn_access_log() const {
+    return cdn_ ? cdn_->access_log() : fault_cdn_ ? fault_cdn_->access_log() : std::vector<AccessEntry>{};
+}
 
 }  // namespace remote_test

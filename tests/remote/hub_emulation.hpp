@@ -9,7 +9,8 @@
 //                                                       (/blobs/SHA256?X-Amz-Signature=...), with
 //                                                       X-Repo-Commit, X-Linked-Etag, X-Linked-Size;
 //                                                       other files: 200 from the API port itself
-//   CDN port: /blobs/SHA256 with Range support, no token needed (a signed URL on the real Hub).
+//   CDN port: /blobs/SHA256 with Range support, no token needed (a signed URL on the real Hub);
+//     nginx, or with HubRepoSpec::cdn_fault_server the FaultServer (faults per signed URL).
 // REV is any of the revision names or the commit sha. With required_token set, every API and
 // resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo.
 // Both access logs record the Authorization header, so tests check where the token went.
@@ -42,6 +43,10 @@ struct HubRepoSpec {
     size_t page_size = 2;                         // tree entries per page (>= 1)
     std::optional<std::string> required_token;    // API and resolve need "Bearer <token>"
     uint64_t cdn_limit_rate = 0;                  // bytes/s per CDN connection, 0 = none
+    /// The CDN is a FaultServer (fault_cdn(): faults by signature) serving copies of the blobs
+    /// instead of nginx, and every resolve redirects with a signature of its own
+    /// (X-Amz-Signature=<nginx $request_id>), as the Hub's expiring signed URLs differ per resolve.
+    bool cdn_fault_server = false;
 };
 
 /// One entry the emulation lists in its tree pages (what a parser must get back).
@@ -73,7 +78,12 @@ public:
     /// "http://127.0.0.1:CDN_PORT".
     std::string cdn_base_url() const;
     NginxServer& api() { return *api_; }
+    /// The nginx CDN (not with HubRepoSpec::cdn_fault_server).
     NginxServer& cdn() { return *cdn_; }
+    /// The FaultServer CDN (only with HubRepoSpec::cdn_fault_server).
+    FaultServer& fault_cdn() { return *fault_cdn_; }
+    /// Requests the CDN (either kind) has logged so far.
+    std::vector<AccessEntry> cdn_access_log() const;
     const HubRepoSpec& spec() const { return spec_; }
     /// Every file and directory of the repo, sorted by path, as the tree pages list them.
     const std::vector<HubEmulatedEntry>& entries() const { return entries_; }
@@ -91,6 +101,7 @@ private:
     std::vector<HubEmulatedEntry> entries_;
     std::unique_ptr<NginxServer> api_;
     std::unique_ptr<NginxServer> cdn_;
+    std::unique_ptr<FaultServer> fault_cdn_;
 };
 
 }  // namespace remote_test

@@ -73,13 +73,14 @@ protected:
     /// The repo: Q4_K_M/ (kvzoo/t7, 7 shards), dense/ (3 shards of two 4 MiB blocks each),
     /// README.md (not LFS), mmproj-tiny.gguf (companion), kvzoo-full.gguf.part1of2/2of2 (a
     /// byte split of kvzoo's original). The same tree is laid out in local_ for comparison.
-    void start_hub(size_t page_size, std::optional<std::string> token = std::nullopt) {
+    void start_hub(size_t page_size, std::optional<std::string> token = std::nullopt, bool fault_cdn = false) {
         local_ = root_ + "/local";
         fs::create_directories(local_ + "/Q4_K_M");
         fs::create_directories(local_ + "/dense");
         HubRepoSpec spec;
         spec.page_size = page_size;
         spec.required_token = token;
+        spec.cdn_fault_server = fault_cdn;
         auto add = [&](const std::string& path, const std::string& file, bool lfs) {
             fs::copy_file(file, local_ + "/" + path);
             spec.files.push_back(HubRepoFile{path, local_ + "/" + path, lfs});
@@ -320,6 +321,140 @@ TEST_F(HubMount, MergeAndPrefetchTakeHubSources) {
               gguf_test::sha256_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf")))
         << log();
     ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace
+
+namespace {
+
+/// The X-Amz-Signature value of a CDN request URI ("" when none).
+std::string signature_of(const std::string& uri) {
+    const std::string key = "X-Amz-Signature=";
+    const size_t at = uri.find(key);
+    if (at == std::string::npos) return "";
+    return uri.substr(at + key.size(), uri.find('&', at) - at - key.size());
+}
+
+// Issue 12: "reuse the resolved location for later ranges of the same file until it fails, then
+// resolve again". Each resolve gets its own signed CDN URL; the CDN then refuses two of them: 403
+// (an expired signature) for shard 1's and a dropped connection for shard 2's (every attempt).
+TEST_F(HubMount, AFailingCdnLocationIsResolvedAgainOnceAndTheBytesStayExact) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(50, std::string(kToken), true));
+    ::setenv("HF_TOKEN", kToken, 1);
+    ASSERT_TRUE(mount(args(), source() + "/dense"));
+    // Mounting read block 0 of each shard: one resolve each, one signed location each.
+    const std::string resolve = "/resolve/" + hub_->spec().commit + "/dense/";
+    auto cdn = hub_->cdn_access_log();
+    std::map<std::string, std::string> location;  // shard file name -> signature
+    std::map<std::string, std::string> blob_of;   // blob path -> shard file name
+    for (const auto& e : hub_->entries()) {
+        if (e.path.rfind("dense/", 0) == 0) blob_of["/blobs/" + e.sha256] = e.path.substr(6);
+    }
+    for (const auto& e : cdn) location[blob_of[e.uri.substr(0, e.uri.find('?'))]] = signature_of(e.uri);
+    ASSERT_EQ(location.size(), 3u) << cdn.size();
+    const std::string s1 = "dense-00001-of-00003.gguf", s2 = "dense-00002-of-00003.gguf",
+                      s3 = "dense-00003-of-00003.gguf";
+    ASSERT_EQ(location[s1].size(), 32u) << location[s1];
+    ASSERT_NE(location[s1], location[s2]);
+    hub_->fault_cdn().set_rules(nlohmann::json::array(
+        {{{"path", "*"}, {"query", location[s1]}, {"fault", "status"}, {"status", 403}},
+         {{"path", "*"}, {"query", location[s2]}, {"fault", "drop"}, {"after_bytes", 1000}}}));
+    hub_->api().clear_access_log();
+    hub_->fault_cdn().clear_access_log();
+
+    // Every second block (4 MiB on) is read now: through the old locations first.
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/dense.gguf"), dense_sha256_) << log();
+    std::map<std::string, size_t> resolves;
+    for (const auto& e : hub_->api().access_log()) {
+        const size_t at = e.uri.find(resolve);
+        if (at != std::string::npos) ++resolves[e.uri.substr(at + resolve.size())];
+        EXPECT_EQ(e.authorization, std::string("Bearer ") + kToken) << e.uri;
+    }
+    // One more resolve for each refused location; shard 3's location is still good: reused.
+    EXPECT_EQ(resolves[s1], 1u);
+    EXPECT_EQ(resolves[s2], 1u);
+    EXPECT_EQ(resolves[s3], 0u);
+    size_t refused = 0, dropped = 0, good = 0;
+    for (const auto& e : hub_->cdn_access_log()) {
+        EXPECT_FALSE(e.has_authorization()) << e.uri;
+        const std::string sig = signature_of(e.uri);
+        if (sig == location[s1]) refused += e.status == 403;
+        else if (sig == location[s2]) ++dropped;
+        else good += e.status == 206;
+        std::printf("[ cdn      ] %s %d %s\n", e.uri.substr(0, e.uri.find('?')).c_str(), e.status, sig.c_str());
+    }
+    EXPECT_EQ(refused, 1u);     // a 403 is not retried at the same location
+    EXPECT_GE(dropped, 1u);     // a dropped transfer is retried there, then resolved again
+    EXPECT_EQ(good, 3u);        // shard 1 and 2 through their new locations, shard 3 through its old one
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace
+
+namespace {
+
+// hf://ORG/REPO[@REV]/PATH where PATH is a first shard: mount, check and prefetch serve that one
+// merged set (like an http(s) first-shard URL), pinned to the commit of REV; no tree listing.
+TEST_F(HubMount, AFirstShardPathIsServedAsItsMergedSetByMountCheckAndPrefetch) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(2));
+    const std::string first = source() + "@main/Q4_K_M/" + gguf::base_name(kvzoo_.shards.front());
+    ASSERT_TRUE(mount(args(), first));
+    EXPECT_EQ(mount_test::list_dir(mnt_), std::vector<std::string>{"kvzoo.gguf"}) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    auto api = hub_->api().access_log();
+    EXPECT_EQ(count_if_uri(api, "/revision/main"), 1u);
+    EXPECT_EQ(count_if_uri(api, "/tree/"), 0u);
+    EXPECT_EQ(count_if_uri(api, "/resolve/" + hub_->spec().commit + "/Q4_K_M/kvzoo-"), kvzoo_.shards.size());
+
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", first, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.at("entries").size(), 1u) << r.out;
+    EXPECT_EQ(j.at("entries")[0].at("path"), "kvzoo.gguf") << r.out;
+
+    const std::string cache2 = root_ + "/cache2";
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache2, first});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    hub_->stop();
+    ASSERT_TRUE(mount({"--cache-dir", cache2, "--offline"}, first));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// A PATH naming another shard, a single-file model, a companion or nothing: one line naming it
+// and what to give instead, exit 1, for mount, check and prefetch.
+TEST_F(HubMount, AFileThatIsNotAFirstShardIsOneLineNamingIt) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(50));
+    struct Case {
+        std::string path, says;
+        bool no_request;  // refused by its name, before any request
+    };
+    const std::vector<Case> cases = {
+        {"Q4_K_M/kvzoo-00002-of-00007.gguf", "shard 2 of 7, not the first: give " + source() +
+                                                 "/Q4_K_M/kvzoo-00001-of-00007.gguf", true},
+        {"mmproj-tiny.gguf", "a single-file model, not the first shard of a split set", true},
+        {"README.md", "a file, not a folder", false},
+        {"Q4_K_M/nothere-00001-of-00002.gguf", "not found (HTTP 404)", false},
+    };
+    for (const auto& c : cases) {
+        for (const std::string cmd : {"mount", "check", "prefetch"}) {
+            SCOPED_TRACE(cmd + " " + c.path);
+            hub_->api().clear_access_log();
+            std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), cmd, source() + "/" + c.path};
+            if (cmd == "mount") argv.push_back(mnt_);
+            if (cmd != "check") argv.insert(argv.end(), {"--cache-dir", cache_});
+            auto r = gguf_test::run(argv);
+            const std::string all = r.out + r.err;
+            EXPECT_EQ(r.exit_code, 1) << all;
+            EXPECT_EQ(mount_test::lines_with(all, c.path).size(), 1u) << all;
+            EXPECT_NE(all.find(c.says), std::string::npos) << all;
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << all;
+            if (c.no_request) EXPECT_TRUE(hub_->api().access_log().empty());
+            std::printf("[ hf file  ] %s %s: exit %d: %s", cmd.c_str(), c.path.c_str(), r.exit_code, r.err.c_str());
+        }
+    }
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
 }
 
 }  // namespace

@@ -64,6 +64,16 @@ TEST(HubSource, ParsesOrgRepoRevisionAndPath) {
     EXPECT_EQ(s.path, "a.gguf");
 }
 
+TEST(HubSource, APathEndingInDotGgufNamesAFileAnythingElseAFolder) {
+    EXPECT_TRUE(hub_names_file(parse_hub_source("hf://o/r/Q4_K_M/m-00001-of-00002.gguf")));
+    EXPECT_TRUE(hub_names_file(parse_hub_source("hf://o/r@v1/model.GGUF")));
+    EXPECT_FALSE(hub_names_file(parse_hub_source("hf://o/r")));
+    EXPECT_FALSE(hub_names_file(parse_hub_source("hf://o/r/Q4_K_M")));
+    EXPECT_FALSE(hub_names_file(parse_hub_source("hf://o/r/README.md")));
+    EXPECT_FALSE(hub_names_file(parse_hub_source("hf://o/r/x.gguf/sub")));
+    EXPECT_FALSE(hub_names_file(parse_hub_source("hf://o/r/.gguf")));  // a hidden name, no stem
+}
+
 TEST(HubSource, RejectsMalformedSourcesNamingThem) {
     for (const char* bad :
          {"http://h/org/repo", "hf:/org/repo", "hf://org", "hf://org/", "hf://-org/repo", "hf://org/re--po",

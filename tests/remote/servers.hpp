@@ -153,7 +153,8 @@ private:
 /// tests/remote/fault_server.py run by python3: an HTTP/1.1 server (keep-alive, single-range
 /// Range requests, HEAD, ETag) over `root`, bound to 127.0.0.1 on a port it picks itself.
 /// Faults are rules in a JSON file the server re-reads on every request (set_rules());
-/// each rule matches a path (exact, or "*"), lets its first `skip` matching requests through
+/// each rule matches a path (exact, or "*") and, with "query": TEXT, only requests whose query
+/// string contains TEXT (one signed URL of several), lets its first `skip` matching requests through
 /// (default 0) and applies to the next `times` ones (default -1 = all). Kinds and their fields:
 ///   {"fault": "stall", "seconds": S, "after_bytes": N}  sleeps S s after N body bytes
 ///                                                        (no after_bytes: before the headers)
