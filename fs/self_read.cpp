@@ -30,7 +30,7 @@ struct ChildPlan {
     int fuse_fd;           // the session's /dev/fuse descriptor, or -1
     int max_fd;            // highest descriptor number to close when close_range is missing
     struct sigaction dfl;  // SIG_DFL, empty mask
-    sigset_t none;         // empty signal set
+    sigset_t blocked;      // SIGINT, SIGTERM, SIGHUP
 };
 
 /// Writes one report to the pipe; _exit(1) when it cannot (the parent is gone).
@@ -61,8 +61,10 @@ void report(uint32_t kind, int32_t error, uint64_t value, uint64_t fs_type = 0) 
     if (!closed) {
         for (int fd = kReportFd + 1; fd <= p.max_fd; ++fd) ::close(fd);
     }
+    // The daemon's handlers mean nothing here. The termination signals stay blocked: a Ctrl-C or
+    // a systemd stop reaches the whole group, and the daemon ends this child itself.
     for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &p.dfl, nullptr);  // EINVAL for KILL, STOP
-    ::sigprocmask(SIG_SETMASK, &p.none, nullptr);
+    ::sigprocmask(SIG_SETMASK, &p.blocked, nullptr);
 
     struct stat root {};
     struct statfs sfs {};
@@ -131,7 +133,10 @@ bool SelfReader::start(int fuse_fd) noexcept {
                       : (1 << 20) - 1;
     plan.dfl.sa_handler = SIG_DFL;
     sigemptyset(&plan.dfl.sa_mask);
-    sigemptyset(&plan.none);
+    sigemptyset(&plan.blocked);
+    sigaddset(&plan.blocked, SIGINT);
+    sigaddset(&plan.blocked, SIGTERM);
+    sigaddset(&plan.blocked, SIGHUP);
 
     pid_t pid = ::fork();
     if (pid == 0) run_child(plan);

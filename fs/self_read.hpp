@@ -55,7 +55,8 @@ public:
 
     /// Forks the child. In the child, every descriptor but 0, 1, 2 and the report pipe is
     /// closed (explicitly also `fuse_fd`, the session's /dev/fuse descriptor, wherever it is),
-    /// all signal dispositions are reset to their defaults and no signal is blocked; then it
+    /// all signal dispositions are reset to their defaults and SIGINT, SIGTERM and SIGHUP are
+    /// blocked (its owner ends it: next() with a stop descriptor, or the destructor); then it
     /// stats the mount root (kRoot, or kGone), opens and reads each file (O_RDONLY, 1 byte at
     /// offset 0), reports each failure (kFileFailed; a read of 0 bytes reports EIO; kGone and
     /// stop when the mount point no longer shows the mount root's device), reports kDone and

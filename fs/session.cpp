@@ -143,8 +143,8 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
     }
     const int status = reader.finish();
     if (!done) {
-        // Unmounted or stopped before the check ended; or the reader died on its own (a signal
-        // from outside): say so, and serve.
+        // Unmounted or stopped before the check ended; or the reader died otherwise (killed from
+        // outside, e.g. by the OOM killer): say so, and serve.
         bool stopping = false;
         pollfd p{stop_fd, POLLIN, 0};
         if (stop_fd >= 0 && ::poll(&p, 1, 0) == 1) stopping = true;
@@ -152,9 +152,10 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
             spdlog::info("{}: the mount went away before it became ready", mountpoint);
             return;
         }
-        spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", mountpoint,
-                     status >= 0 && WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status))
-                                                         : "exit status " + std::to_string(WEXITSTATUS(status)));
+        std::string how = "status unknown";
+        if (status >= 0 && WIFSIGNALED(status)) how = std::string("killed by ") + strsignal(WTERMSIG(status));
+        if (status >= 0 && WIFEXITED(status)) how = "exit status " + std::to_string(WEXITSTATUS(status));
+        spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", mountpoint, how);
     }
     std::string status_line = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
     if (skipped) status_line += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";

@@ -239,6 +239,44 @@ TEST_F(MountPoint, KillDuringTheStartUpReadEndsTheDaemonAndLeavesADeadMountThatI
 #endif
 }
 
+// The start-up reader ends only by the daemon's hand (SIGTERM is blocked in it: a Ctrl-C or a
+// systemd stop reaches the whole process group) or by SIGKILL from outside; then the daemon
+// says so in one line and keeps serving.
+TEST_F(MountPoint, AStartUpReaderKilledFromOutsideIsLoggedAndTheMountServes) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    mount_test::copy_kvzoo(src_);
+    const std::string slow_src = root_ + "/slow-src", slow_mnt = root_ + "/slow";
+    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
+    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
+    PlainFs plainfs;
+    ASSERT_TRUE(plainfs.start(slow_src, slow_mnt, root_ + "/plainfs.log", 2));
+    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src_ + "/notes.txt").c_str()), 0);
+    ASSERT_TRUE(mount());
+    ASSERT_TRUE(mount_test::time_until([&] { return is_stopped(plainfs.pid()); })) << log();
+    std::vector<pid_t> readers;
+    for (pid_t p : mount_test::pids_with_argument(mnt_)) {
+        if (p != daemon_.pid()) readers.push_back(p);
+    }
+    ASSERT_EQ(readers.size(), 1u);
+    ASSERT_EQ(::kill(readers[0], SIGTERM), 0);
+    ASSERT_EQ(::kill(readers[0], SIGKILL), 0);
+    ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);  // the reader's open gets its answer, then it dies
+    ASSERT_TRUE(mount_test::time_until([&] {
+        return !lines_with(log(), "the start-up read check ended early").empty();
+    })) << log();
+    EXPECT_EQ(lines_with(log(), "the start-up read check ended early (killed by Killed); READY=1 without it").size(),
+              1u)
+        << log();
+    EXPECT_TRUE(daemon_.running());
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/notes.txt"), "slow notes\n");
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+#endif
+}
+
 // A FUSE mount whose connection is aborted while our statfs waits on it (the statfs then
 // fails with ECONNABORTED, later ones with ENOTCONN) is a dead mount, not one that "does not
 // answer". Here plainfs is stopped and its connection aborted through fusectl; the same
