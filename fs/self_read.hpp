@@ -8,7 +8,10 @@
 // in /sys/fs/fuse/connections). A child that holds no /dev/fuse descriptor does not keep the
 // connection alive: when the daemon dies, the kernel closes its last /dev/fuse descriptor,
 // aborts the connection (fs/fuse/dev.c fuse_dev_release -> fuse_abort_conn), every request
-// waiting on it fails with ENOTCONN/ECONNABORTED, and the child exits.
+// waiting on it fails with ENOTCONN/ECONNABORTED, and the child exits. The child inherits a
+// copy of the /dev/fuse descriptor with the fork and closes it first thing; a daemon killed in
+// that moment leaves the connection up until the child runs (then aborted as above; a request
+// made meanwhile fails with ECONNABORTED, which fs/mount_point.cpp counts as a dead mount).
 //
 // Why fork without exec: the daemon has threads by then, so between fork and _exit the child
 // may only make async-signal-safe calls (no malloc, no locks, no stdio, no exceptions). It does
