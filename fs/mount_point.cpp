@@ -164,7 +164,12 @@ MountPointCheck prepare_mount_point(const std::string& mountpoint, const std::st
         // statfs, not stat: a dead FUSE mount still answers stat() from the attribute cache,
         // while FUSE_STATFS always reaches the daemon (ENOTCONN once it is gone).
         struct statfs sfs {};
-        if (::statfs(mountpoint.c_str(), &sfs) == 0) {
+        int rc = ::statfs(mountpoint.c_str(), &sfs);
+        // ECONNABORTED: the connection was aborted while our request waited (its last /dev/fuse
+        // descriptor closed just then, e.g. a killed daemon's start-up reader closing its
+        // inherited copy); asked again, a dead mount answers ENOTCONN.
+        if (rc != 0 && errno == ECONNABORTED) rc = ::statfs(mountpoint.c_str(), &sfs);
+        if (rc == 0) {
             result.refusal = mountpoint + ": already mounted (" + m->fstype + " from " + m->source +
                              "); unmount it first with '" + unmount_command(m->fstype, mountpoint, false) +
                              "', or choose another mount point";

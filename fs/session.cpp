@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,7 +18,9 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -23,6 +28,7 @@
 #include "fs/access.hpp"
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
+#include "fs/self_read.hpp"
 #include "fs/threads.hpp"
 
 namespace gguf_mount::fs {
@@ -45,16 +51,17 @@ struct ArgsGuard {
     ~ArgsGuard() { fuse_opt_free_args(&args); }
 };
 
-/// Raises the readahead window of the mount at `mountpoint` to `kb` KiB (0: leave it).
+/// Raises the readahead window of the mount at `mountpoint`, whose root has device number
+/// `dev`, to `kb` KiB (0: leave it).
 ///
 /// Called after the mount root answered a stat(), i.e. after the kernel processed the INIT
 /// reply: only then may the window be raised, because the INIT reply sets
 /// ra_pages = min(ra_pages, max_readahead) and the kernel offered only 128 KiB.
 /// The bdi of a FUSE mount is named after its anonymous st_dev ("0:53").
-void raise_readahead(const std::string& mountpoint, const struct stat& root, unsigned kb) {
+void raise_readahead(const std::string& mountpoint, dev_t dev, unsigned kb) {
     if (kb == 0) return;
-    std::string path = "/sys/class/bdi/" + std::to_string(major(root.st_dev)) + ":" +
-                       std::to_string(minor(root.st_dev)) + "/read_ahead_kb";
+    std::string path =
+        "/sys/class/bdi/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev)) + "/read_ahead_kb";
     std::ofstream out(path);
     out << kb << '\n';
     out.flush();
@@ -65,62 +72,105 @@ void raise_readahead(const std::string& mountpoint, const struct stat& root, uns
     spdlog::debug("{}: FUSE readahead set to {} KiB ({})", mountpoint, kb, path);
 }
 
-/// Work that needs the mount to be live, run on its own thread once the loop serves requests:
-/// waits for the mount root to answer (stat blocks until INIT is done), raises the readahead
-/// window, reads the first byte of every served file through the mount, and then tells
-/// systemd READY=1 (sd_notify(3); a no-op when NOTIFY_SOCKET is unset), so a unit ordered
-/// after gguf-mount@.service finds the merged files readable. A file that cannot be read is
-/// skipped and logged (one warning; "changed while starting" when its source is being
-/// written, e.g. a download log: the watcher serves it again once it settles), never a reason
-/// to withhold READY=1: under Type=notify systemd would otherwise restart the unit forever.
-void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsigned readahead_kb) {
-    struct stat st {};
-    struct statfs sfs {};
-    if (::stat(mountpoint.c_str(), &st) != 0 || ::statfs(mountpoint.c_str(), &sfs) != 0 ||
-        static_cast<unsigned long>(sfs.f_type) != FUSE_SUPER_MAGIC) {
-        spdlog::info("{}: the mount went away before it became ready", mountpoint);
-        return;
-    }
-    raise_readahead(mountpoint, st, readahead_kb);
+/// Work that needs the mount to be live, run on its own thread once the loop serves requests.
+/// A child process (fs/self_read.hpp: no thread of the daemon ever waits on its own mount, so a
+/// kill -9 always ends the daemon) stats the mount root (which waits until INIT is done) and
+/// reads the first byte of every served file through the mount; on its reports this thread
+/// raises the readahead window, logs the files that failed, and then tells systemd READY=1
+/// (sd_notify(3); a no-op when NOTIFY_SOCKET is unset), so a unit ordered after
+/// gguf-mount@.service finds the merged files readable. A file that cannot be read is skipped
+/// and logged (one warning; "changed while starting" when its source is being written, e.g. a
+/// download log: the watcher serves it again once it settles), never a reason to withhold
+/// READY=1: under Type=notify systemd would otherwise restart the unit forever. `fuse_fd` is
+/// the session's /dev/fuse descriptor (closed in the child); a readable `stop_fd` (the session
+/// ended) kills the child, and READY=1 is not sent.
+void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsigned readahead_kb, int fuse_fd,
+                 int stop_fd) {
     std::shared_ptr<const Snapshot> snap = live.current();
-    size_t skipped = 0;
+    std::vector<const Node*> nodes;
+    std::vector<std::string> paths;
+    std::vector<bool> empty;
     for (const Node& n : snap->nodes()) {
         if (n.directory) continue;
-        std::string path = mountpoint + "/" + n.path;
-        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        char byte;
-        bool ok = fd >= 0 && (n.attr.st_size == 0 || ::pread(fd, &byte, 1, 0) == 1);
-        int err = errno;
-        if (fd >= 0) ::close(fd);
-        if (ok) continue;
-        // Unmounted meanwhile (the path now resolves below the mount point): nothing to report.
-        struct stat now {};
-        if (::stat(mountpoint.c_str(), &now) != 0 || now.st_dev != st.st_dev) {
+        nodes.push_back(&n);
+        paths.push_back(mountpoint + "/" + n.path);
+        empty.push_back(n.attr.st_size == 0);
+    }
+    SelfReader reader(mountpoint, paths, std::move(empty));
+    if (!reader.start(fuse_fd)) {
+        spdlog::warn("{}: cannot start the start-up read check ({}); READY=1 without it", mountpoint,
+                     std::strerror(errno));
+        sd_notifyf(0, "READY=1\nSTATUS=serving %zu file(s) at %s", snap->file_count(), mountpoint.c_str());
+        return;
+    }
+    size_t skipped = 0;
+    bool root = false, gone = false, done = false;
+    SelfReadReport r;
+    while (!gone && !done && reader.next(&r, stop_fd)) {
+        switch (r.kind) {
+            case SelfReadReport::kRoot:
+                root = true;
+                if (r.fs_type != FUSE_SUPER_MAGIC) {
+                    gone = true;
+                } else {
+                    raise_readahead(mountpoint, static_cast<dev_t>(r.value), readahead_kb);
+                }
+                break;
+            case SelfReadReport::kGone:
+                gone = true;
+                break;
+            case SelfReadReport::kDone:
+                done = true;
+                break;
+            case SelfReadReport::kFileFailed: {
+                if (!root || r.value >= nodes.size()) break;
+                ++skipped;
+                if (live.current() != snap) break;  // SOURCE changed meanwhile: the rescan logged it
+                const Node& n = *nodes[r.value];
+                if (n.file->source_changed()) {
+                    spdlog::warn("{}: skipped at start-up: its source changed while starting (still being written?); "
+                                 "served again once it settles",
+                                 paths[r.value]);
+                } else {
+                    spdlog::warn("{}: not readable through the mount at start-up: {}", paths[r.value],
+                                 std::strerror(r.error));
+                }
+                break;
+            }
+            default:
+                break;
+        }
+    }
+    const int status = reader.finish();
+    if (!done) {
+        // Unmounted or stopped before the check ended; or the reader died otherwise (killed from
+        // outside, e.g. by the OOM killer): say so, and serve.
+        bool stopping = false;
+        pollfd p{stop_fd, POLLIN, 0};
+        if (stop_fd >= 0 && ::poll(&p, 1, 0) == 1) stopping = true;
+        if (gone || stopping) {
             spdlog::info("{}: the mount went away before it became ready", mountpoint);
             return;
         }
-        ++skipped;
-        if (live.current() != snap) continue;  // SOURCE changed meanwhile: the rescan logged it
-        if (n.file->source_changed()) {
-            spdlog::warn("{}: skipped at start-up: its source changed while starting (still being written?); "
-                         "served again once it settles", path);
-        } else {
-            spdlog::warn("{}: not readable through the mount at start-up: {}", path, std::strerror(err));
-        }
+        std::string how = "status unknown";
+        if (status >= 0 && WIFSIGNALED(status)) how = std::string("killed by ") + strsignal(WTERMSIG(status));
+        if (status >= 0 && WIFEXITED(status)) how = "exit status " + std::to_string(WEXITSTATUS(status));
+        spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", mountpoint, how);
     }
-    std::string status = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
-    if (skipped) status += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";
-    sd_notifyf(0, "READY=1\n%s", status.c_str());
+    std::string status_line = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
+    if (skipped) status_line += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";
+    sd_notifyf(0, "READY=1\n%s", status_line.c_str());
     spdlog::debug("{}: ready", mountpoint);
 }
 
 /// Starts after_mount on a thread that blocks the termination signals, so they keep
 /// reaching the loop threads that libfuse's handlers must interrupt.
-std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb) {
+std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb,
+                                     int fuse_fd, int stop_fd) {
     try {
-        return start_thread_without_termination_signals([mountpoint, &live, kb] {
+        return start_thread_without_termination_signals([mountpoint, &live, kb, fuse_fd, stop_fd] {
             try {
-                after_mount(mountpoint, live, kb);
+                after_mount(mountpoint, live, kb, fuse_fd, stop_fd);
             } catch (...) {
                 // Best effort: the mount works without a raised window; systemd times out.
             }
@@ -283,8 +333,12 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
         return 1;
     }
 
-    // Threads may start now: the process will not fork again.
-    std::thread post_mount = start_after_mount_thread(mnt, live, opts.readahead_kb);
+    // Threads may start now: the process will not fork again but for the start-up reader,
+    // whose child makes async-signal-safe calls only (fs/self_read.hpp).
+    // stop_reader tells the post-mount thread that the session ended (kill the reader).
+    const int stop_reader = ::eventfd(0, EFD_CLOEXEC);
+    std::thread post_mount =
+        start_after_mount_thread(mnt, live, opts.readahead_kb, fuse_session_fd(se.get()), stop_reader);
     try {
         watcher->start();
     } catch (const std::exception& e) {
@@ -307,6 +361,9 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     }
 
     sd_notify(0, "STOPPING=1");
+    if (stop_reader >= 0 && ::eventfd_write(stop_reader, 1) != 0) {
+        spdlog::debug("{}: cannot signal the start-up reader: {}", mnt, std::strerror(errno));
+    }
     // The watcher must be gone before the session: it sends notifications through it. A
     // notification can only hang if the kernel waits for a request nobody reads any more; then
     // the session and the watcher are left for the process exit to reclaim.
@@ -318,14 +375,15 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     }
     fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());
-    // Destroy (closing /dev/fuse aborts the connection) before joining: a stat() of the mount
-    // root still waiting for INIT only returns once the connection is gone.
+    // Destroy (closing /dev/fuse aborts the connection) before joining: the start-up reader's
+    // requests then fail at once (it was also killed above, which ends a request still queued).
     if (watcher_stopped) {
         se.reset();
     } else {
         (void)se.release();
     }
     if (post_mount.joinable()) post_mount.join();
+    if (stop_reader >= 0) ::close(stop_reader);
     free_open_handles(context);
 
     if (uint64_t n = context.read_warnings.take_suppressed()) {

@@ -49,8 +49,10 @@ struct SessionOptions {
 /// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers (then
 /// our SIGHUP handler), fuse_session_mount, fuse_daemonize, watcher and post-mount threads,
 /// loop, stop the watcher, fuse_session_unmount, fuse_remove_signal_handlers,
-/// fuse_session_destroy. No thread exists before fuse_daemonize. The post-mount thread raises
-/// the readahead window, checks every served file is readable and sends sd_notify READY=1.
+/// fuse_session_destroy. No thread exists before fuse_daemonize. The post-mount thread has a
+/// forked child read every served file once through the mount (fs/self_read.hpp; the child is
+/// killed when the session ends), raises the readahead window, logs what was not readable and
+/// sends sd_notify READY=1.
 int run_session(LiveFilesystem& live, const SessionOptions& opts);
 
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if need be), so a shard opened

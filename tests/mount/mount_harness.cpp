@@ -214,6 +214,21 @@ std::vector<pid_t> pids_with_argument(const std::string& arg) {
     return out;
 }
 
+std::vector<pid_t> daemon_pids_with_argument(const std::string& arg) {
+    const std::vector<pid_t> all = pids_with_argument(arg);
+    std::vector<pid_t> out;
+    for (pid_t pid : all) {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::string stat;
+        std::getline(in, stat);
+        // "pid (comm) S ppid ...": the parent follows the state after the last ')'.
+        const size_t close = stat.rfind(')');
+        long ppid = close == std::string::npos ? 0 : std::strtol(stat.c_str() + close + 3, nullptr, 10);
+        if (std::find(all.begin(), all.end(), static_cast<pid_t>(ppid)) == all.end()) out.push_back(pid);
+    }
+    return out;
+}
+
 std::vector<std::string> list_dir(const std::string& dir) {
     std::vector<std::string> out;
     DIR* d = ::opendir(dir.c_str());

@@ -87,6 +87,10 @@ bool wait_gone(pid_t pid, milliseconds timeout = kTimeout);
 /// the daemon a test started by its unique temporary mount point).
 std::vector<pid_t> pids_with_argument(const std::string& arg);
 
+/// The daemons among pids_with_argument(arg): those whose parent is not one of them (before
+/// READY=1 a daemon has a child with its command line, the start-up reader, fs/self_read.hpp).
+std::vector<pid_t> daemon_pids_with_argument(const std::string& arg);
+
 /// Names in directory `dir` (readdir), "." and ".." excluded, sorted.
 std::vector<std::string> list_dir(const std::string& dir);
 

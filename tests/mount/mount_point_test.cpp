@@ -97,30 +97,9 @@ gguf_test::RunResult run_refused(const std::string& source, const std::string& m
     return r;
 }
 
-/// Waits (up to 5 s) until no thread of daemon `pid` is inside a FUSE request: the daemon reads
-/// its own mount once at start-up (READY=1 comes after it), and a SIGKILL that lands while one
-/// of its threads waits on a request its own loop had already taken leaves that thread in the
-/// kernel's uninterruptible wait for good (the daemon can never exit). A known limit (README);
-/// these tests kill the daemon to make a dead mount, not to hit that window.
-void wait_until_no_request_in_flight(pid_t pid) {
-    int quiet = 0;
-    for (int i = 0; i < 250 && quiet < 3; ++i) {
-        bool waiting = false;
-        const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-        for (const auto& t : std::filesystem::directory_iterator(tasks)) {
-            if (gguf_test::read_file(t.path().string() + "/wchan").find("request_wait_answer") != std::string::npos) {
-                waiting = true;
-            }
-        }
-        quiet = waiting ? 0 : quiet + 1;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
-
 TEST_F(MountPoint, DeadMountOfAKilledDaemonIsClearedAndNotStackedOn) {
     mount_test::copy_kvzoo(src_);
     ASSERT_TRUE(mount());
-    wait_until_no_request_in_flight(daemon_.pid());
     ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
     ASSERT_TRUE(daemon_.wait_exit());
     struct statfs sfs {};
@@ -140,11 +119,201 @@ TEST_F(MountPoint, DeadMountOfAKilledDaemonIsClearedAndNotStackedOn) {
     EXPECT_EQ(mounts_on(mnt_), 0u) << "the dead mount came back after the unmount";
 }
 
+/// tests/support/plainfs serving `root` at `mountpoint` for the test's lifetime; with
+/// `stop_at_open` N > 0 it stops itself (SIGSTOP) at its Nth open request. The destructor lets
+/// it run again (SIGCONT), unmounts it and reaps it, also when an assertion failed.
+class PlainFs {
+public:
+    bool start(const std::string& root, const std::string& mountpoint, const std::string& log, int stop_at_open = 0) {
+#ifdef GGUF_PLAINFS_BINARY
+        mountpoint_ = mountpoint;
+        if (stop_at_open > 0) ::setenv("PLAINFS_STOP_AT_OPEN", std::to_string(stop_at_open).c_str(), 1);
+        const bool started = daemon_.start({GGUF_PLAINFS_BINARY, root, mountpoint}, log);
+        ::unsetenv("PLAINFS_STOP_AT_OPEN");
+        return started && daemon_.wait_mounted(mountpoint);
+#else
+        (void)root, (void)mountpoint, (void)log, (void)stop_at_open;
+        return false;
+#endif
+    }
+    ~PlainFs() {
+        if (daemon_.pid() <= 0) return;
+        ::kill(daemon_.pid(), SIGCONT);
+        daemon_.stop(mountpoint_);
+    }
+    pid_t pid() const { return daemon_.pid(); }
+
+private:
+    mount_test::Daemon daemon_;
+    std::string mountpoint_;
+};
+
+/// The fusectl file `name` of the FUSE connection behind mount `m` (fs/fuse/control.c names
+/// the directory after the connection's device number; FUSE mounts have major 0).
+std::string fusectl_file(const mount_test::MountEntry& m, const std::string& name) {
+    return "/sys/fs/fuse/connections/" + std::to_string(m.minor) + "/" + name;
+}
+
+/// True when process `pid` has a descriptor open on /dev/fuse.
+bool holds_dev_fuse(pid_t pid) {
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+        std::error_code link_ec;
+        if (std::filesystem::read_symlink(fd.path(), link_ec) == "/dev/fuse") return true;
+    }
+    return false;
+}
+
+/// True when process `pid` is stopped (state T in /proc/PID/stat).
+bool is_stopped(pid_t pid) {
+    const std::string stat = gguf_test::read_file("/proc/" + std::to_string(pid) + "/stat");
+    const size_t close = stat.rfind(')');  // "pid (comm) S ...": the state follows the last ')'
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+// The daemon reads every served file once through its own mount before READY=1. A kill -9
+// while one of those reads waits for the daemon's answer must still end the daemon, leave no
+// process behind, and leave a dead mount that the next mount clears. To hold the read there, a
+// served file links to a file on plainfs, which stops itself (SIGSTOP) at its second open
+// request (the first is the scan's look at the file's first bytes): the daemon's open of the
+// file for the start-up read waits on plainfs, and the start-up open waits on the daemon (an
+// open waits for its answer; a read waits on page locks, which a kill interrupts).
+TEST_F(MountPoint, KillDuringTheStartUpReadEndsTheDaemonAndLeavesADeadMountThatIsCleared) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    mount_test::copy_kvzoo(src_);
+    const std::string slow_src = root_ + "/slow-src", slow_mnt = root_ + "/slow";
+    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
+    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
+    PlainFs plainfs;
+    ASSERT_TRUE(plainfs.start(slow_src, slow_mnt, root_ + "/plainfs.log", 2));
+    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src_ + "/notes.txt").c_str()), 0);
+
+    ASSERT_TRUE(mount());
+    auto entry = find_mount(mnt_);
+    ASSERT_TRUE(entry);
+    ASSERT_TRUE(mount_test::time_until([&] { return is_stopped(plainfs.pid()); }))
+        << "the start-up read never reached plainfs\n" << log();
+    std::vector<pid_t> readers;
+    for (pid_t p : mount_test::pids_with_argument(mnt_)) {
+        if (p != daemon_.pid()) readers.push_back(p);
+    }
+    EXPECT_EQ(readers.size(), 1u) << "the start-up read should run in one child process of the daemon";
+    for (pid_t p : readers) EXPECT_FALSE(holds_dev_fuse(p)) << "the start-up reader " << p << " holds /dev/fuse";
+
+    ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
+    // The daemon's own open of notes.txt waits (uninterruptibly: plainfs took the request) until
+    // plainfs answers; after that nothing may hold the daemon or its reader.
+    ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);
+    // A process left waiting on the mount is ended by aborting the connection (fusectl), so
+    // that a failure here does not hang the suite.
+    const std::string abort_file = fusectl_file(*entry, "abort");
+    auto code = daemon_.wait_exit(std::chrono::seconds(5));
+    if (!code) {
+        std::ofstream(abort_file) << "1\n";
+        daemon_.wait_exit();
+        FAIL() << "kill -9 did not end the daemon within 5 s: a thread of it waited on its own mount";
+    }
+    EXPECT_EQ(*code, 128 + SIGKILL);
+    if (!mount_test::time_until([&] { return mount_test::pids_with_argument(mnt_).empty(); })) {
+        std::ofstream(abort_file) << "1\n";
+        FAIL() << "a process of the killed daemon is left (waiting on the dead mount)";
+    }
+    struct statfs sfs {};
+    ASSERT_NE(::statfs(mnt_.c_str(), &sfs), 0);
+    ASSERT_EQ(errno, ENOTCONN) << "the killed daemon should leave a dead mount";
+
+    // The next mount clears the dead one and serves both files.
+    ASSERT_TRUE(start());
+    auto replaced = mount_test::time_until([&] {
+        return ::statfs(mnt_.c_str(), &sfs) == 0 && static_cast<unsigned long>(sfs.f_type) == FUSE_SUPER_MAGIC;
+    });
+    ASSERT_TRUE(replaced) << log();
+    EXPECT_EQ(mounts_on(mnt_), 1u) << "a mount is stacked on the dead one";
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/notes.txt"), "slow notes\n");
+    EXPECT_EQ(lines_with(log(), "cleared a dead gguf-mount mount").size(), 1u) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+#endif
+}
+
+// The start-up reader ends only by the daemon's hand (SIGTERM is blocked in it: a Ctrl-C or a
+// systemd stop reaches the whole process group) or by SIGKILL from outside; then the daemon
+// says so in one line and keeps serving.
+TEST_F(MountPoint, AStartUpReaderKilledFromOutsideIsLoggedAndTheMountServes) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    mount_test::copy_kvzoo(src_);
+    const std::string slow_src = root_ + "/slow-src", slow_mnt = root_ + "/slow";
+    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
+    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
+    PlainFs plainfs;
+    ASSERT_TRUE(plainfs.start(slow_src, slow_mnt, root_ + "/plainfs.log", 2));
+    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src_ + "/notes.txt").c_str()), 0);
+    ASSERT_TRUE(mount());
+    ASSERT_TRUE(mount_test::time_until([&] { return is_stopped(plainfs.pid()); })) << log();
+    std::vector<pid_t> readers;
+    for (pid_t p : mount_test::pids_with_argument(mnt_)) {
+        if (p != daemon_.pid()) readers.push_back(p);
+    }
+    ASSERT_EQ(readers.size(), 1u);
+    ASSERT_EQ(::kill(readers[0], SIGTERM), 0);
+    ASSERT_EQ(::kill(readers[0], SIGKILL), 0);
+    ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);  // the reader's open gets its answer, then it dies
+    ASSERT_TRUE(mount_test::time_until([&] {
+        return !lines_with(log(), "the start-up read check ended early").empty();
+    })) << log();
+    EXPECT_EQ(lines_with(log(), "the start-up read check ended early (killed by Killed); READY=1 without it").size(),
+              1u)
+        << log();
+    EXPECT_TRUE(daemon_.running());
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/notes.txt"), "slow notes\n");
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+#endif
+}
+
+// A FUSE mount whose connection is aborted while our statfs waits on it (the statfs then
+// fails with ECONNABORTED, later ones with ENOTCONN) is a dead mount, not one that "does not
+// answer". Here plainfs is stopped and its connection aborted through fusectl; the same
+// happens when a killed daemon's last /dev/fuse descriptor closes a moment later.
+TEST_F(MountPoint, AMountAbortedWhileItIsCheckedIsADeadMount) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    copy_case_shards("notensors/t7", src_);
+    const std::string plain_src = root_ + "/plain-src";
+    ASSERT_EQ(::mkdir(plain_src.c_str(), 0755), 0);
+    PlainFs plainfs;
+    ASSERT_TRUE(plainfs.start(plain_src, mnt_, root_ + "/plainfs.log"));
+    auto plain = find_mount(mnt_);
+    ASSERT_TRUE(plain);
+    ASSERT_EQ(::kill(plainfs.pid(), SIGSTOP), 0);
+
+    mount_test::Daemon d;
+    ASSERT_TRUE(d.start({gguf_test::gguf_mount_binary(), src_, mnt_, "-f"}, log_));
+    const bool asked = mount_test::time_until([&] {
+        return gguf_test::read_file(fusectl_file(*plain, "waiting")) != "0\n";
+    }).has_value();
+    std::ofstream(fusectl_file(*plain, "abort")) << "1\n";
+    ASSERT_TRUE(asked) << "gguf-mount never asked the stopped mount";
+    auto code = d.wait_exit();
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 1);
+    EXPECT_EQ(log(), "gguf-mount: error: " + mnt_ + ": a dead fuse.plainfs mount is there (Transport endpoint is " +
+                         "not connected: its daemon is gone); clear it with 'fusermount3 -uz " + mnt_ +
+                         "', then mount again; nothing mounted\n");
+#endif
+}
+
 TEST_F(MountPoint, DeadMountOfAnotherTypeIsRefusedWithTheCommandThatClearsIt) {
     copy_case_shards("notensors/t7", src_);
     ASSERT_TRUE(mount({"-o", "subtype=othertool"}));
     ASSERT_EQ(find_mount(mnt_)->fstype, "fuse.othertool");
-    wait_until_no_request_in_flight(daemon_.pid());
     ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
     ASSERT_TRUE(daemon_.wait_exit());
 

@@ -475,7 +475,7 @@ TEST_F(MountTest, DaemonizedViaMountHelperNameWithFstabOptions) {
     EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), gguf_test::sha256_file(fixture("kvzoo/merged-reference.gguf")));
 
     // The daemon is no child of ours: find it by its unique mount point argument.
-    auto pids = mount_test::pids_with_argument(mnt_);
+    auto pids = mount_test::daemon_pids_with_argument(mnt_);
     ASSERT_EQ(pids.size(), 1u);
     ASSERT_TRUE(mount_test::unmount(mnt_));
     if (!mount_test::wait_gone(pids[0])) {

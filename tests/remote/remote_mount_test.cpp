@@ -237,7 +237,7 @@ TEST_F(RemoteMount, DaemonizedMountServesTheSetAfterTheFork) {
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), first_url(nginx_->base_url()), mnt_, "--cache-dir",
                              cache_, "--net-timeout", "3"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto pids = mount_test::pids_with_argument(mnt_);
+    auto pids = mount_test::daemon_pids_with_argument(mnt_);
     ASSERT_EQ(pids.size(), 1u);
     EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_GT(data_requests(nginx_->access_log()), 4u);

@@ -4,6 +4,10 @@
 // chmod, truncate and readdir work. Used by the publish tests of `split` and `merge` (issue 14.9).
 //
 //   plainfs ROOT MOUNTPOINT        (runs in the foreground, single-threaded, until unmounted)
+//
+// With PLAINFS_STOP_AT_OPEN=N in its environment, plainfs stops itself (SIGSTOP) when its Nth
+// open request arrives, before answering it, until someone sends it SIGCONT: that open then
+// waits on a file system that has taken its request and does not answer.
 #define FUSE_USE_VERSION 35
 #define _GNU_SOURCE
 
@@ -12,6 +16,7 @@
 #include <fcntl.h>
 #include <fuse3/fuse.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +64,9 @@ static int pf_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t o
 }
 
 static int pf_open(const char* path, struct fuse_file_info* fi) {
+    static long opens;
+    const char* stop_at = getenv("PLAINFS_STOP_AT_OPEN");
+    if (stop_at && ++opens == strtol(stop_at, NULL, 10)) raise(SIGSTOP);
     REAL(path, p);
     int fd = open(p, fi->flags & ~O_NOFOLLOW);
     if (fd < 0) return -errno;
