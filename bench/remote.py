@@ -177,7 +177,7 @@ http {{
         mnt = os.path.join(self.run_dir, "mnt")
         subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
         try:
-            p.wait(timeout=20)
+            p.wait(timeout=600)  # the daemon commits (fdatasync + rename) every staged block first
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
@@ -203,15 +203,18 @@ http {{
         return c
 
     def remote_cold(self, first_url, gm=None):
+        """Bytes read, seconds from mount to the last byte read, seconds until the daemon has
+        exited after the unmount (every fetched block committed durably to the cache)."""
         cache = self.fresh_cache()
         drop_caches()
         t0 = time.monotonic()
         p, path, _ = self.mount(first_url, cache, gm)
         try:
             n, _ = self.read_all(path)
+            t_read = time.monotonic() - t0
         finally:
             self.umount(p)
-        return n, time.monotonic() - t0
+        return n, t_read, time.monotonic() - t0
 
     def curl(self, urls):
         drop_caches()
@@ -220,17 +223,20 @@ http {{
         return time.monotonic() - t0
 
     def curl_to_disk(self, urls):
-        """curl saving the shards into the data directory's file system, + sync (the cache's disk)."""
+        """curl saving the shards into the data directory's file system (the cache's disk):
+        seconds until curl exits (what a user waits for before loading), and until a sync after
+        it returns (the bytes durable)."""
         out = os.path.join(self.data, "tmp", "curl")
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
         drop_caches()
         t0 = time.monotonic()
         run(["curl", "-sSf", "--noproxy", "*"] + sum((["-o", os.path.join(out, "%d" % i), u] for i, u in enumerate(urls)), []))
+        t_saved = time.monotonic() - t0
         os.sync()
         dt = time.monotonic() - t0
         shutil.rmtree(out, ignore_errors=True)
-        return dt
+        return t_saved, dt
 
     def aria2(self, urls):
         out = os.path.join(self.data, "tmp", "aria2")
@@ -252,23 +258,28 @@ http {{
         shards = self.shards("dense")
         urls = [self.url(s) for s in shards]
         total = sum(os.path.getsize(s) for s in shards)
-        rows = {"curl_s": [], "curl_disk_s": [], "gm_s": []}
+        rows = {"curl_s": [], "curl_saved_s": [], "curl_disk_s": [], "gm_s": [], "gm_durable_s": []}
         if self.ref_gm:
             rows["ref_s"] = []
         for _ in range(self.a.runs):
             rows["curl_s"].append(self.curl(urls))
-            rows["curl_disk_s"].append(self.curl_to_disk(urls))
-            n, dt = self.remote_cold(urls[0])
+            saved, synced = self.curl_to_disk(urls)
+            rows["curl_saved_s"].append(saved)
+            rows["curl_disk_s"].append(synced)
+            n, dt, durable = self.remote_cold(urls[0])
             rows["gm_s"].append(dt)
+            rows["gm_durable_s"].append(durable)
             if self.ref_gm:
                 rows["ref_s"].append(self.remote_cold(urls[0], self.ref_gm)[1])
         self.model_bytes = n
         med = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
         r = {"shard_bytes": total, "merged_bytes": n, "runs": rows,
-             "curl_MBps": total / med["curl_s"] / 1e6, "curl_disk_MBps": total / med["curl_disk_s"] / 1e6,
-             "gm_MBps": n / med["gm_s"] / 1e6}
+             "curl_MBps": total / med["curl_s"] / 1e6, "curl_saved_MBps": total / med["curl_saved_s"] / 1e6,
+             "curl_disk_MBps": total / med["curl_disk_s"] / 1e6,
+             "gm_MBps": n / med["gm_s"] / 1e6, "gm_durable_MBps": n / med["gm_durable_s"] / 1e6}
         r["ratio"] = r["gm_MBps"] / r["curl_MBps"]
-        r["disk_ratio"] = r["gm_MBps"] / r["curl_disk_MBps"]
+        r["saved_ratio"] = r["gm_MBps"] / r["curl_saved_MBps"]
+        r["disk_ratio"] = r["gm_durable_MBps"] / r["curl_disk_MBps"]
         if self.ref_gm:
             r["ref_MBps"] = n / med["ref_s"] / 1e6
             r["ref_ratio"] = r["ref_MBps"] / r["curl_MBps"]
@@ -391,8 +402,10 @@ http {{
             c = R["cold"]
             lines.append("| cold sequential read, %.2f GiB in %d shards | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
                 c["merged_bytes"] / 2**30, len(self.shards("dense")), c["gm_MBps"], c["curl_MBps"], c["ratio"]))
-            lines.append("| same vs curl saving the shards to disk + sync | %.0f MB/s | curl -o %.0f MB/s | %.2fx |" % (
-                c["gm_MBps"], c["curl_disk_MBps"], c["disk_ratio"]))
+            lines.append("| same vs curl saving the shards to disk | %.0f MB/s | curl -o %.0f MB/s | %.2fx |" % (
+                c["gm_MBps"], c["curl_saved_MBps"], c["saved_ratio"]))
+            lines.append("| until durable: daemon exit after unmount vs curl -o + sync | %.0f MB/s | %.0f MB/s | %.2fx |" % (
+                c["gm_durable_MBps"], c["curl_disk_MBps"], c["disk_ratio"]))
             if "ref_MBps" in c:
                 lines.append("| same, --ref-gm build (%s) | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
                     os.path.basename(self.ref_gm), c["ref_MBps"], c["curl_MBps"], c["ref_ratio"]))
@@ -413,9 +426,11 @@ http {{
             c = R["rss"]
             lines.append("| daemon RSS, %.0f GiB sparse set in %d shards | %.0f MiB (peak %.0f) | | |" % (
                 c["merged_bytes"] / 2**30, c["shards"], c["rss_MiB"], c["hwm_MiB"]))
-        lines += ["", "Cold: page cache dropped before every run, block cache emptied; the gguf-mount time includes "
-                  "mounting and storing every block durably in the cache (same file system as the data). curl "
-                  "downloads the shards one after the other on one connection, to /dev/null and to files + sync.",
+        lines += ["", "Cold: page cache dropped before every run, block cache emptied. The gguf-mount time runs from "
+                  "the mount to the last byte read (what a loading client waits for); 'until durable' runs on until "
+                  "the daemon has exited after the unmount, every block committed (fdatasync + rename) to the cache "
+                  "on the data's file system. curl downloads the shards one after the other on one connection, to "
+                  "/dev/null, to files (until curl exits) and to files + sync.",
                   "Only 127.0.0.1 was contacted. `bench/run.sh --remote` (or bench/remote.sh) reproduces it."]
         with open(os.path.join(self.a.out, name + ".md"), "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/offline.hpp"
+#include "cli/remote_options.hpp"
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
 #include "gguf/text.hpp"
@@ -216,9 +217,13 @@ int run_check(int argc, char** argv) {
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     // clang-format on
     options.parse_positional({"source", "extra"});
+    add_remote_options(options, "URL or hf://: ");
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    remote::RemoteOptions ro;
+#endif
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -233,6 +238,9 @@ int run_check(int argc, char** argv) {
         source = r["source"].as<std::string>();
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        read_remote_options(r, &ro);
+#endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("check", e.what());
     }
@@ -255,7 +263,6 @@ int run_check(int argc, char** argv) {
         if (remote_source) {
             // Headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount): the same
             // listings a mount uses.
-            remote::RemoteOptions ro;
             remote::HubSetup hub;
             if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
             const bool hub_file = hub_source && remote::hub_names_file(hub.source);

@@ -22,6 +22,7 @@
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
+#include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
 #include "gguf/error.hpp"
 #include "gguf/output.hpp"
@@ -407,16 +408,13 @@ int run_merge(int argc, char** argv) {
     options.add_options()
         ("delete-splits", "delete the shards after the merged file is complete and verified")
         ("q,quiet", "no progress bar and no info lines")
-        ("cache-dir", "URL: block cache read for blocks already fetched (default: as for mounts)",
-         cxxopts::value<std::string>())
-        ("net-timeout", "URL: seconds before a stalled connection fails", cxxopts::value<unsigned>()->default_value("30"))
-        ("ca-cert", "URL: extra CA certificate file (PEM) for https", cxxopts::value<std::string>())
         ("h,help", "show this help")
         // Separate string positionals: a vector option would split file names at commas.
         ("pos1", "FIRST_SHARD", cxxopts::value<std::string>())
         ("pos2", "GGUF_OUT", cxxopts::value<std::string>())
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"pos1", "pos2", "extra"});
+    add_remote_options(options, "URL: ");
 
     std::vector<std::string> args;
     bool delete_splits = false;
@@ -437,9 +435,7 @@ int run_merge(int argc, char** argv) {
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        if (r.count("cache-dir")) ro.cache_dir = r["cache-dir"].as<std::string>();
-        if (r.count("ca-cert")) ro.http.ca_cert = r["ca-cert"].as<std::string>();
-        ro.http.net_timeout = std::chrono::seconds(std::max(1u, r["net-timeout"].as<unsigned>()));
+        read_remote_options(r, &ro);
 #endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("merge", e.what());

@@ -18,6 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/offline.hpp"
+#include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
 #include "gguf/catalog.hpp"
 #include "gguf/error.hpp"
@@ -165,14 +166,12 @@ int run_prefetch(int argc, char** argv) {
     options.custom_help("[options]");
     options.positional_help("SOURCE");
     options.add_options()
-        ("cache-dir", "block cache directory (default: $XDG_CACHE_HOME/gguf-mount)", cxxopts::value<std::string>())
-        ("net-timeout", "seconds before a stalled connection fails", cxxopts::value<unsigned>()->default_value("30"))
-        ("ca-cert", "extra CA certificate file (PEM) for https", cxxopts::value<std::string>())
         ("q,quiet", "no progress bar and no info lines")
         ("h,help", "show this help")
         ("pos1", "SOURCE", cxxopts::value<std::string>())
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"pos1", "extra"});
+    add_remote_options(options, "");
     std::string source;
     remote::RemoteOptions ro;
     ro.readahead_blocks = 0;  // prefetch drives its own fetches
@@ -189,9 +188,7 @@ int run_prefetch(int argc, char** argv) {
         }
         if (!r.count("pos1")) return usage_error("prefetch", "expected SOURCE");
         source = r["pos1"].as<std::string>();
-        if (r.count("cache-dir")) ro.cache_dir = r["cache-dir"].as<std::string>();
-        if (r.count("ca-cert")) ro.http.ca_cert = r["ca-cert"].as<std::string>();
-        ro.http.net_timeout = std::chrono::seconds(std::max(1u, r["net-timeout"].as<unsigned>()));
+        read_remote_options(r, &ro);
         quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("prefetch", e.what());

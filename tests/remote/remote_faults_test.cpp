@@ -220,8 +220,9 @@ TEST_F(DnsFailure, AFirstShardUrlWhoseHostDoesNotResolveExitsWithinTheTimeoutFor
                            &seconds);
     expect_dns_error(r, seconds, shown, 3.5);
     EXPECT_FALSE(mount_test::find_mount(mnt_));
-    r = run_sandboxed({gguf_test::gguf_mount_binary(), "check", url}, &seconds);
-    expect_dns_error(r, seconds, shown, 30);
+    r = run_sandboxed({gguf_test::gguf_mount_binary(), "check", "--cache-dir", cache_, "--net-timeout", "3", url},
+                      &seconds);
+    expect_dns_error(r, seconds, shown, 3.5);
     r = run_sandboxed({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, "--net-timeout", "3",
                        url},
                       &seconds);
@@ -242,6 +243,16 @@ TEST_F(DnsFailure, AResolverThatNeverAnswersIsCutAtTheNetTimeout) {
         << all;
     EXPECT_GE(seconds, 1.9) << all;
     EXPECT_LT(seconds, 3.5) << all;
+    // check takes the same --net-timeout.
+    double check_seconds = 0;
+    auto c = run_sandboxed({gguf_test::gguf_mount_binary(), "check", "--cache-dir", cache_, "--net-timeout", "2", shown},
+                           &check_seconds, true);
+    EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+    EXPECT_EQ(mount_test::lines_with(c.out + c.err, std::string("could not resolve host ") + kNoSuchHost + " within 2 s")
+                  .size(),
+              1u)
+        << c.out << c.err;
+    EXPECT_LT(check_seconds, 3.5) << c.out << c.err;
     // The queries went to the silent resolver on the sandbox's loopback (and nowhere else: the
     // namespace has no other interface).
     EXPECT_GE(mount_test::lines_with(gguf_test::read_file(sandbox_ + "/queries"), "query").size(), 1u);
