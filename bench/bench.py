@@ -654,16 +654,18 @@ def write_reports(res, outdir, name):
     lines = []
     lines.append("# gguf-mount benchmark: %s" % name)
     lines.append("")
+    model = "Model %.2f GiB (%s bytes). " % (env["model_bytes"] / GIB, env["model_bytes"]) if env.get("model_bytes") else ""
+    samples = env.get("load_samples_1min") or []
+    during = "; during the matrix %s–%s" % (min(samples), max(samples)) if samples else ""
     lines.append("Kernel %s, libfuse %s, %s CPUs (%s), %.0f GiB RAM, THP `%s`, data on %s. "
-                 "Model %.2f GiB (%s bytes). %d runs per cell; GiB/s = bytes / wall time; "
-                 "**median (min–max)**. Load average (1 min) at start %s, end %s; during the matrix %s–%s "
+                 "%s%d runs per cell; GiB/s = bytes / wall time; "
+                 "**median (min–max)**. Load average (1 min) at start %s, end %s%s "
                  "(it counts the benchmark's own daemon threads and I/O waits, and anything else running on this "
                  "2-vCPU VM: compare same-row ratios, not absolute numbers across runs). "
                  "Date %s, wall time %d s." % (
                      env["kernel"], env["libfuse"], env["cpus"], env["cpu"], env["mem_gib"], env["thp"],
-                     env["filesystem"], env.get("model_bytes", 0) / GIB, env.get("model_bytes", 0), env["runs"],
-                     env["load_start"][0], env.get("load_end", [0])[0],
-                     min(env.get("load_samples_1min") or [0]), max(env.get("load_samples_1min") or [0]),
+                     env["filesystem"], model, env["runs"],
+                     env["load_start"][0], env.get("load_end", [0])[0], during,
                      env["date"], env.get("wall_seconds", 0)))
     lines.append("")
     for n in res.get("notes", []):
@@ -775,16 +777,17 @@ def llama_table(ll):
     states = [s for s in ("cold", "warm") if s in ll["runs"]]
     out = ["| node-llama-cpp load + first token, %.2f GiB llama in %d shards | %s |" % (
         ll["model_bytes"] / GIB, ll["shards"], " | ".join(
-            "%s: s median (min–max), load part | %s: disk file / this" % (s, s) for s in states)),
+            "%s: s median (min–max), `loadModel` part | %s: disk file / this (total, load)" % (s, s) for s in states)),
            "|---|" + "---|---|" * len(states)]
     for t in ("mount", "disk", "shards"):
         cells = [label[t]]
         for s in states:
             tot = [r["total_s"] for r in ll["runs"][s][t]]
+            load = med([r["load_ms"] for r in ll["runs"][s][t]]) / 1000
             disk = med([r["total_s"] for r in ll["runs"][s]["disk"]])
-            cells.append("%.2f (%.2f–%.2f), load %.2f" % (med(tot), min(tot), max(tot),
-                                                           med([r["load_ms"] for r in ll["runs"][s][t]]) / 1000))
-            cells.append("**%.2f**" % (disk / med(tot)) if t != "disk" else "1")
+            disk_load = med([r["load_ms"] for r in ll["runs"][s]["disk"]]) / 1000
+            cells.append("%.2f (%.2f–%.2f), load %.2f" % (med(tot), min(tot), max(tot), load))
+            cells.append("**%.2f**, %.2f" % (disk / med(tot), disk_load / load) if t != "disk" else "1, 1")
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "From the model path given to an already started node-llama-cpp 3.22.1 (prebuilt llama.cpp, CPU, "
             "mmap on, 1 thread) to the first generated token of a [BOS] prompt; \"load\" is `loadModel` alone "
