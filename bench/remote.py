@@ -391,9 +391,10 @@ http {{
         out = os.path.join(self.data, "tmp", "merge")
         names = [os.path.basename(s) for s in shards]
         keys = ("url_s", "url_written", "url_dev", "curl_s", "curl_written", "curl_dev", "merge_s", "merge_written",
-                "merge_dev")
+                "merge_dev", "curl_null_s")
         runs = {k: [] for k in keys}
         for _ in range(self.a.runs):
+            runs["curl_null_s"].append(self.curl(urls))  # the transfer alone, nothing written
             # gguf-mount merge URL OUT: an empty block cache (read, never written by merge).
             shutil.rmtree(out, ignore_errors=True)
             os.makedirs(out)
@@ -433,6 +434,8 @@ http {{
              "url_MBps": merged / med["url_s"] / 1e6, "curl_MBps": total / med["curl_s"] / 1e6,
              "dl_merge_s": med["curl_s"] + med["merge_s"]}
         r["ratio"] = med["curl_s"] / med["url_s"]
+        r["curl_null_MBps"] = total / med["curl_null_s"] / 1e6
+        r["ratio_null"] = med["curl_null_s"] / med["url_s"]
         r["ratio_dl_merge"] = r["dl_merge_s"] / med["url_s"]
         r["written_ratio"] = med["url_written"] / (med["curl_written"] + med["merge_written"])
         self.results["merge"] = r
@@ -547,6 +550,8 @@ http {{
             c, m = R["merge"], R["merge"]["median"]
             lines.append("| `merge URL OUT`, %.2f GiB in %d shards (output fsynced) | %.0f MB/s | curl -o + sync %.0f MB/s | %.2fx |" % (
                 c["merged_bytes"] / 2**30, len(self.shards("dense")), c["url_MBps"], c["curl_MBps"], c["ratio"]))
+            lines.append("| same vs curl to /dev/null (the transfer alone) | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
+                c["url_MBps"], c["curl_null_MBps"], c["ratio_null"]))
             lines.append("| same vs download-then-merge (curl + sync, then `merge`) | %.1f s | %.1f s | %.2fx |" % (
                 m["url_s"], c["dl_merge_s"], c["ratio_dl_merge"]))
             dev = ""
