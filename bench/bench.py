@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import real_client as rc
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -541,6 +543,51 @@ class Bench:
             log("offline run %d: %s" % (i + 1, "  ".join("%s %.2f GiB/s" % (k, v[-1]["gib_s"]) for k, v in runs.items())))
         self.results["offline"] = runs
 
+    # ---- real client: node-llama-cpp ----------------------------------------------------
+
+    def llama(self):
+        """Load + first token of node-llama-cpp (llama.cpp maps with MAP_POPULATE) on a random
+        llama model, cold and warm: the merged file through a mount of its shards, the merged file
+        on disk (`gguf-mount merge`), and llama.cpp given the first shard (it opens the others)."""
+        why = rc.clients_ready(self.gm)
+        if why:
+            self.results["llama"] = {"skipped": why}
+            log("llama: skipped: " + why)
+            return
+        nbytes = (64 << 20) if self.a.quick else (5 << 28)  # quick: 1 layer (89 MiB); full: 14 layers (1.18 GiB)
+        _, first, info = rc.gen_llama(self.gen, self.gm, self.data, nbytes, 4)
+        sdir = os.path.dirname(first)
+        shards = sorted(os.path.join(sdir, f) for f in os.listdir(sdir))
+        merged = os.path.join(self.data, "llama", "merged", "llama.gguf")
+        if not os.path.exists(merged):
+            os.makedirs(os.path.dirname(merged), exist_ok=True)
+            run([self.gm, "merge", "-q", first, merged])
+        mnt = os.path.join(self.data, "mnt", "llama")
+        p = self.start_daemon("llama", [self.gm, "-f", sdir, mnt], mnt, os.path.join(mnt, "llama.gguf"))
+        targets = {"mount": os.path.join(mnt, "llama.gguf"), "disk": merged, "shards": first}
+        fill = {"mount": [targets["mount"]], "disk": [merged], "shards": shards}
+        res = {"model_bytes": info["bytes"], "layers": info["layers"], "shards": len(shards), "runs": {}}
+        try:
+            for state in ("cold", "warm"):
+                if state in self.a.skip_states:
+                    continue
+                runs = {t: [] for t in targets}
+                for i in range(self.a.runs):
+                    order = list(targets)[i % 3:] + list(targets)[:i % 3]
+                    for t in order:
+                        def drop(t=t):
+                            self.drop_caches()
+                            if state == "warm":
+                                for f in fill[t]:
+                                    self.reader(["seq", "--file", f])
+                        runs[t].append(rc.first_token(lambda t=t: targets[t], None, drop))
+                    log("llama %s run %d: %s" % (state, i + 1, "  ".join(
+                        "%s %.2f s" % (t, v[-1]["total_s"]) for t, v in runs.items())))
+                res["runs"][state] = runs
+        finally:
+            self.stop_daemon(mnt, p)
+        self.results["llama"] = res
+
     def tensor_count(self):
         return json.loads(read_text(os.path.join(self.data, "DATA_INFO.json")))["tensors"]
 
@@ -552,14 +599,17 @@ class Bench:
         env = self.environment()
         env["load_start"] = loadavg()
         self.results["env"] = env
-        self.gen_data()
-        env["model_bytes"] = self.model_size
+        if set(self.a.sections.split(",")) - {"llama"}:  # the llama section has its own model
+            self.gen_data()
+            env["model_bytes"] = self.model_size
         if "matrix" in self.a.sections:
             self.matrix()
         if "startup" in self.a.sections:
             self.startup()
         if "offline" in self.a.sections:
             self.offline()
+        if "llama" in self.a.sections:
+            self.llama()
         env["load_end"] = loadavg()
         env["load_samples_1min"] = self.load_samples
         env["wall_seconds"] = round(time.time() - t0)
@@ -604,16 +654,18 @@ def write_reports(res, outdir, name):
     lines = []
     lines.append("# gguf-mount benchmark: %s" % name)
     lines.append("")
+    model = "Model %.2f GiB (%s bytes). " % (env["model_bytes"] / GIB, env["model_bytes"]) if env.get("model_bytes") else ""
+    samples = env.get("load_samples_1min") or []
+    during = "; during the matrix %s–%s" % (min(samples), max(samples)) if samples else ""
     lines.append("Kernel %s, libfuse %s, %s CPUs (%s), %.0f GiB RAM, THP `%s`, data on %s. "
-                 "Model %.2f GiB (%s bytes). %d runs per cell; GiB/s = bytes / wall time; "
-                 "**median (min–max)**. Load average (1 min) at start %s, end %s; during the matrix %s–%s "
+                 "%s%d runs per cell; GiB/s = bytes / wall time; "
+                 "**median (min–max)**. Load average (1 min) at start %s, end %s%s "
                  "(it counts the benchmark's own daemon threads and I/O waits, and anything else running on this "
                  "2-vCPU VM: compare same-row ratios, not absolute numbers across runs). "
                  "Date %s, wall time %d s." % (
                      env["kernel"], env["libfuse"], env["cpus"], env["cpu"], env["mem_gib"], env["thp"],
-                     env["filesystem"], env.get("model_bytes", 0) / GIB, env.get("model_bytes", 0), env["runs"],
-                     env["load_start"][0], env.get("load_end", [0])[0],
-                     min(env.get("load_samples_1min") or [0]), max(env.get("load_samples_1min") or [0]),
+                     env["filesystem"], model, env["runs"],
+                     env["load_start"][0], env.get("load_end", [0])[0], during,
                      env["date"], env.get("wall_seconds", 0)))
     lines.append("")
     for n in res.get("notes", []):
@@ -702,6 +754,7 @@ def write_reports(res, outdir, name):
             lines.append("| %s | %.2f (%.2f–%.2f) | %.2f | %s | %s |" % (
                 k, med(g), min(g), max(g), med([r["seconds"] for r in rs]), mib(max(r["max_rss"] for r in rs)), ratio))
         lines.append("")
+    lines += llama_table(res.get("llama"))
     lines += targets_table(res)
     md = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, name + ".md"), "w") as f:
@@ -711,6 +764,38 @@ def write_reports(res, outdir, name):
     if res["rows"]:
         chart(res, os.path.join(outdir, name + ".png"))
     print(md)
+
+
+def llama_table(ll):
+    """The real-client rows (node-llama-cpp load + first token) as markdown lines."""
+    if not ll:
+        return []
+    if "skipped" in ll:
+        return ["node-llama-cpp load + first token: skipped (%s)." % ll["skipped"], ""]
+    label = {"mount": "merged file through the gguf-mount mount", "disk": "merged file on disk (`gguf-mount merge`)",
+             "shards": "llama.cpp given the first shard (opens the 4 shards itself)"}
+    states = [s for s in ("cold", "warm") if s in ll["runs"]]
+    out = ["| node-llama-cpp load + first token, %.2f GiB llama in %d shards | %s |" % (
+        ll["model_bytes"] / GIB, ll["shards"], " | ".join(
+            "%s: s median (min–max), `loadModel` part | %s: disk file / this (total, load)" % (s, s) for s in states)),
+           "|---|" + "---|---|" * len(states)]
+    for t in ("mount", "disk", "shards"):
+        cells = [label[t]]
+        for s in states:
+            tot = [r["total_s"] for r in ll["runs"][s][t]]
+            load = med([r["load_ms"] for r in ll["runs"][s][t]]) / 1000
+            disk = med([r["total_s"] for r in ll["runs"][s]["disk"]])
+            disk_load = med([r["load_ms"] for r in ll["runs"][s]["disk"]]) / 1000
+            cells.append("%.2f (%.2f–%.2f), load %.2f" % (med(tot), min(tot), max(tot), load))
+            cells.append("**%.2f**, %.2f" % (disk / med(tot), disk_load / load) if t != "disk" else "1, 1")
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "From the model path given to an already started node-llama-cpp 3.22.1 (prebuilt llama.cpp, CPU, "
+            "mmap on, 1 thread) to the first generated token of a [BOS] prompt; \"load\" is `loadModel` alone "
+            "(llama.cpp maps the file with MAP_POPULATE, so it faults in every page: on a FUSE file in 4 KiB "
+            "folios, see \"What limits these numbers\" in bench/README.md). Cold: caches dropped before each "
+            "run (the mount stays up). Warm: caches dropped, then that target alone read once. Targets "
+            "interleaved run by run.", ""]
+    return out
 
 
 def targets_table(res):
@@ -812,7 +897,8 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline")
+    ap.add_argument("--sections", default="matrix,startup,offline,llama",
+                    help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

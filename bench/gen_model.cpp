@@ -9,8 +9,15 @@
 //       T f32 tensors of B bytes each whose data is a hole except the first 4 KiB, which is
 //       random: the apparent size grows with B at no disk cost (for "mount-to-readable does
 //       not depend on the data size").
+//   bench_gen llama  OUT.gguf --bytes N --tokenizer-from TINY.gguf [--seed S]
+//       A model llama.cpp loads and runs (the real-client rows: node-llama-cpp's time to first
+//       token): llama architecture, n_embd 2048, 32 heads (8 KV heads), n_ff 5632, as many
+//       layers as reach N bytes (at least 1; 86 MiB each), every matrix F16 with random finite
+//       values of magnitude 2^-9..2^-5, norms F32 1.0. The tokenizer KV pairs (`tokenizer.*`)
+//       are copied from TINY.gguf (tests/fixtures/tiny-llama), so the vocabulary is tiny and
+//       nearly all bytes are layer weights.
 //
-// Both carry a llama-style header with a V-entry string vocabulary (tokenizer.ggml.tokens,
+// dense and sparse carry a llama-style header with a V-entry string vocabulary (tokenizer.ggml.tokens,
 // token_type, scores; default V = 150000), rendered with the project's gguf::render_header.
 // Prints one JSON line: {"path":..., "bytes":..., "tensors":..., "header_bytes":...}.
 #include <fcntl.h>
@@ -27,6 +34,7 @@
 
 #include "gguf/format.hpp"
 #include "gguf/header.hpp"
+#include "gguf/reader.hpp"
 #include "gguf/writer.hpp"
 
 namespace {
@@ -205,6 +213,78 @@ std::vector<gguf::TensorInfo> dense_tensors(uint64_t bytes, uint32_t* n_layers) 
     return out;
 }
 
+/// The KV pairs and tensors of the `llama` mode: `layers` blocks of a 2048-wide llama with the
+/// tokenizer KV pairs of `tok` (every `tokenizer.*` key, in order; its vocabulary size becomes
+/// llama.vocab_size and the rows of token_embd / output). Throws nothing; dies on a tokenizer
+/// without tokenizer.ggml.tokens.
+void llama_model(const gguf::Header& tok, uint32_t layers, std::vector<gguf::KeyValue>* kvs,
+                 std::vector<gguf::TensorInfo>* infos) {
+    const int64_t dim = 2048, heads = 32, kv_heads = 8, ff = 5632;
+    const int64_t kv_dim = dim / heads * kv_heads;
+    const gguf::KeyValue* tokens = tok.find("tokenizer.ggml.tokens");
+    auto arr = tokens ? tokens->value.array_info() : std::nullopt;
+    if (!arr) die("--tokenizer-from: no tokenizer.ggml.tokens array");
+    const auto vocab = static_cast<int64_t>(arr->second);
+    using VT = gguf::ValueType;
+    *kvs = {
+        {"general.architecture", gguf::Value::string("llama")},
+        {"general.name", gguf::Value::string("gguf-mount bench random llama")},
+        {"general.file_type", gguf::Value::u32(1)},  // mostly F16
+        {"llama.vocab_size", gguf::Value::u32(static_cast<uint32_t>(vocab))},
+        {"llama.context_length", gguf::Value::u32(2048)},
+        {"llama.embedding_length", gguf::Value::u32(static_cast<uint32_t>(dim))},
+        {"llama.block_count", gguf::Value::u32(layers)},
+        {"llama.feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(ff))},
+        {"llama.rope.dimension_count", gguf::Value::u32(static_cast<uint32_t>(dim / heads))},
+        {"llama.rope.freq_base", scalar(VT::F32, 10000.0f)},
+        {"llama.attention.head_count", gguf::Value::u32(static_cast<uint32_t>(heads))},
+        {"llama.attention.head_count_kv", gguf::Value::u32(static_cast<uint32_t>(kv_heads))},
+        {"llama.attention.layer_norm_rms_epsilon", scalar(VT::F32, 1e-5f)},
+    };
+    for (const auto& kv : tok.kvs) {
+        if (kv.key.rfind("tokenizer.", 0) == 0) kvs->push_back(kv);
+    }
+    infos->clear();
+    infos->push_back(tensor("token_embd.weight", {dim, vocab}, kF16));
+    for (uint32_t i = 0; i < layers; ++i) {
+        const std::string p = "blk." + std::to_string(i) + ".";
+        infos->push_back(tensor(p + "attn_norm.weight", {dim}, kF32));
+        infos->push_back(tensor(p + "attn_q.weight", {dim, dim}, kF16));
+        infos->push_back(tensor(p + "attn_k.weight", {dim, kv_dim}, kF16));
+        infos->push_back(tensor(p + "attn_v.weight", {dim, kv_dim}, kF16));
+        infos->push_back(tensor(p + "attn_output.weight", {dim, dim}, kF16));
+        infos->push_back(tensor(p + "ffn_norm.weight", {dim}, kF32));
+        infos->push_back(tensor(p + "ffn_gate.weight", {dim, ff}, kF16));
+        infos->push_back(tensor(p + "ffn_up.weight", {dim, ff}, kF16));
+        infos->push_back(tensor(p + "ffn_down.weight", {ff, dim}, kF16));
+    }
+    infos->push_back(tensor("output_norm.weight", {dim}, kF32));
+    infos->push_back(tensor("output.weight", {dim, vocab}, kF16));
+}
+
+/// Bytes of one `llama` mode block (F16 matrices, F32 norms), for choosing the layer count.
+constexpr uint64_t kLlamaLayerBytes = 2 * (2048 * 2048 * 2 + 2048 * 512 * 2 + 2048 * 5632 * 3) + 2 * 2048 * 4;
+
+/// Fills `n` bytes (a multiple of 2) with F16 values: random sign and mantissa, exponent field
+/// 6..10 (2^-9 to 2^-5): finite, never subnormal, small enough that 60 random layers stay finite.
+void fill_f16(Rng& rng, char* dst, size_t n) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t r = rng.next();
+        for (int k = 0; k < 4; ++k) {
+            const auto bits = static_cast<uint16_t>(r >> (16 * k));
+            const uint16_t exponent = static_cast<uint16_t>(6 + (bits >> 10) % 5);
+            const uint16_t h = static_cast<uint16_t>((bits & 0x8000) | (exponent << 10) | (bits & 0x3ff));
+            std::memcpy(dst + i + 2 * k, &h, 2);
+        }
+    }
+}
+
+/// Fills `n` bytes (a multiple of 4) with F32 1.0 (norm weights).
+void fill_ones(char* dst, size_t n) {
+    const float one = 1.0f;
+    for (size_t i = 0; i + 4 <= n; i += 4) std::memcpy(dst + i, &one, 4);
+}
+
 void write_all(int fd, const char* p, size_t n, uint64_t at, const std::string& path) {
     while (n > 0) {
         ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(at));
@@ -232,11 +312,13 @@ int main(int argc, char** argv) {
     if (argc < 3) {
         std::fprintf(stderr,
                      "usage: bench_gen dense OUT --bytes N [--vocab V] [--seed S]\n"
-                     "       bench_gen sparse OUT --tensors T --tensor-bytes B [--vocab V] [--seed S]\n");
+                     "       bench_gen sparse OUT --tensors T --tensor-bytes B [--vocab V] [--seed S]\n"
+                     "       bench_gen llama OUT --bytes N --tokenizer-from TINY.gguf [--seed S]\n");
         return 2;
     }
     const std::string mode = argv[1], path = argv[2];
     uint64_t bytes = 0, tensors = 0, tensor_bytes = 4096, vocab = 150000, seed = 1;
+    std::string tokenizer_from;
     for (int i = 3; i + 1 < argc; i += 2) {
         std::string k = argv[i];
         if (k == "--bytes") bytes = parse_u64(argv[i + 1], "--bytes");
@@ -244,13 +326,25 @@ int main(int argc, char** argv) {
         else if (k == "--tensor-bytes") tensor_bytes = parse_u64(argv[i + 1], "--tensor-bytes");
         else if (k == "--vocab") vocab = parse_u64(argv[i + 1], "--vocab");
         else if (k == "--seed") seed = parse_u64(argv[i + 1], "--seed");
+        else if (k == "--tokenizer-from") tokenizer_from = argv[i + 1];
         else die("unknown option " + k);
     }
     Rng rng(seed);
     std::vector<gguf::TensorInfo> infos;
     uint32_t layers = 0;
-    const bool sparse = mode == "sparse";
-    if (mode == "dense") {
+    const bool sparse = mode == "sparse", llama = mode == "llama";
+    std::vector<gguf::KeyValue> llama_kvs;
+    if (llama) {
+        if (bytes == 0 || tokenizer_from.empty()) die("llama needs --bytes and --tokenizer-from");
+        gguf::Header tok;
+        try {
+            tok = gguf::read_header(tokenizer_from);
+        } catch (const std::exception& e) {
+            die(e.what());
+        }
+        layers = static_cast<uint32_t>(std::max<uint64_t>(1, bytes / kLlamaLayerBytes));
+        llama_model(tok, layers, &llama_kvs, &infos);
+    } else if (mode == "dense") {
         if (bytes == 0) die("--bytes is required");
         infos = dense_tensors(bytes, &layers);
     } else if (sparse) {
@@ -267,7 +361,8 @@ int main(int argc, char** argv) {
         t.offset = offset;
         offset += gguf::align_up(t.nbytes, 32);
     }
-    const std::string header = gguf::render_header(make_kvs(layers, static_cast<uint32_t>(vocab), rng), infos, 32);
+    const std::string header = gguf::render_header(
+        llama ? llama_kvs : make_kvs(layers, static_cast<uint32_t>(vocab), rng), infos, 32);
 
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) die(path + ": cannot create: " + std::strerror(errno));
@@ -283,7 +378,9 @@ int main(int argc, char** argv) {
         uint64_t left = sparse ? std::min<uint64_t>(t.nbytes, 4096) : t.nbytes;
         while (left > 0) {
             size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunk));
-            rng.fill(buf.data(), n);
+            if (!llama) rng.fill(buf.data(), n);
+            else if (t.type == kF16) fill_f16(rng, buf.data(), n);
+            else fill_ones(buf.data(), n);
             write_all(fd, buf.data(), n, at, path);
             at += n;
             left -= n;

@@ -7,6 +7,11 @@ every row is a ratio measured in this run against a reference client of the same
   remount     cached remount (blocks on disk, page cache dropped) vs a local mount of the shards
   open1200    mount-to-readable of a remote 1,200-shard set, bytes sent by nginx vs one block per shard
   rss         daemon RSS while reading a ~100 GiB sparse remote set (holes served as zeros)
+  merge       `gguf-mount merge URL OUT` vs curl saving the same shards (+ sync), and the bytes each
+              path writes to storage (/proc/PID/io write_bytes, and the block device's counter):
+              merge URL against download-then-merge (curl, then `gguf-mount merge` of the shards)
+  ttft        node-llama-cpp's time to first token on a remote random llama model (>= 1 GiB), cold:
+              mount the URL vs merge URL vs curl + merge vs curl + llama.cpp loading the shards
 
 Only 127.0.0.1 is ever contacted. Data is generated with bench_gen + gguf-mount split (never committed).
 """
@@ -20,6 +25,8 @@ import socket
 import subprocess
 import sys
 import time
+
+import real_client as rc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK = 4 << 20
@@ -60,7 +67,7 @@ class Bench:
         self.run_dir = os.path.join(self.data, "run")
         os.makedirs(self.run_dir, exist_ok=True)
         self.nginx = None
-        self.results = {}
+        self.results = {"load_start": os.getloadavg()}
 
     # ---- data --------------------------------------------------------------------------------
     def gen_data(self):
@@ -388,6 +395,132 @@ http {{
         self.results["rss"] = r
         log("rss: %s" % json.dumps(r))
 
+    def row_merge(self):
+        shards = self.shards("dense")
+        urls = [self.url(s) for s in shards]
+        total = sum(os.path.getsize(s) for s in shards)
+        out = os.path.join(self.data, "tmp", "merge")
+        names = [os.path.basename(s) for s in shards]
+        keys = ("url_s", "url_written", "url_dev", "curl_s", "curl_written", "curl_dev", "merge_s", "merge_written",
+                "merge_dev", "curl_null_s")
+        runs = {k: [] for k in keys}
+        for _ in range(self.a.runs):
+            runs["curl_null_s"].append(self.curl(urls))  # the transfer alone, nothing written
+            # gguf-mount merge URL OUT: an empty block cache (read, never written by merge).
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(out)
+            cache = self.fresh_cache()
+            drop_caches()
+            d0 = rc.device_written(out)
+            dt, wb = rc.run_counting_writes([self.gm, "merge", "-q", "--cache-dir", cache, urls[0],
+                                             os.path.join(out, "model.gguf")], stdout=subprocess.DEVNULL)
+            os.sync()
+            d1 = rc.device_written(out)
+            merged = os.path.getsize(os.path.join(out, "model.gguf"))
+            runs["url_s"].append(dt)
+            runs["url_written"].append(wb)
+            runs["url_dev"].append(d1 - d0 if d0 is not None else None)
+            # Download then merge: curl saves the shards (+ sync of them), then the offline merge.
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(out)
+            drop_caches()
+            d0 = rc.device_written(out)
+            args = sum((["-o", os.path.join(out, n), u] for n, u in zip(names, urls)), [])
+            dt, wb = rc.run_counting_writes(["sh", "-c", 'curl -sSf --noproxy "*" "$@" && sync "%s"/*' % out, "curl"] + args)
+            os.sync()
+            d1 = rc.device_written(out)
+            runs["curl_s"].append(dt)
+            runs["curl_written"].append(wb)
+            runs["curl_dev"].append(d1 - d0 if d0 is not None else None)
+            dt, wb = rc.run_counting_writes([self.gm, "merge", "-q", os.path.join(out, names[0]),
+                                             os.path.join(out, "model.gguf")], stdout=subprocess.DEVNULL)
+            os.sync()
+            d2 = rc.device_written(out)
+            runs["merge_s"].append(dt)
+            runs["merge_written"].append(wb)
+            runs["merge_dev"].append(d2 - d1 if d0 is not None else None)
+            shutil.rmtree(out, ignore_errors=True)
+        med = {k: sorted(v)[len(v) // 2] if None not in v else None for k, v in runs.items()}
+        r = {"shard_bytes": total, "merged_bytes": merged, "runs": runs, "median": med,
+             "url_MBps": merged / med["url_s"] / 1e6, "curl_MBps": total / med["curl_s"] / 1e6,
+             "dl_merge_s": med["curl_s"] + med["merge_s"]}
+        r["ratio"] = med["curl_s"] / med["url_s"]
+        r["curl_null_MBps"] = total / med["curl_null_s"] / 1e6
+        r["ratio_null"] = med["curl_null_s"] / med["url_s"]
+        r["ratio_dl_merge"] = r["dl_merge_s"] / med["url_s"]
+        r["written_ratio"] = med["url_written"] / (med["curl_written"] + med["merge_written"])
+        self.results["merge"] = r
+        log("merge: %s" % json.dumps({k: v for k, v in r.items() if k != "runs"}))
+
+    def row_ttft(self):
+        why = rc.clients_ready(self.gm)
+        if why:
+            self.results["ttft"] = {"skipped": why}
+            log("ttft: skipped: " + why)
+            return
+        nbytes = (64 << 20) if self.a.quick else (5 << 28)  # quick: one 86 MiB layer; full: 14 layers, 1.18 GiB
+        model, first, info = rc.gen_llama(self.gen, self.gm, self.data, nbytes, 4)
+        link = os.path.join(self.data, "www", "llama")
+        if not os.path.islink(link):
+            os.symlink(os.path.dirname(first), link)
+        shards = sorted(os.path.join(link, f) for f in os.listdir(link))
+        urls = [self.url(s) for s in shards]
+        names = [os.path.basename(s) for s in shards]
+        out = os.path.join(self.data, "tmp", "ttft")
+
+        def fresh_out():
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(out)
+
+        def curl_shards():
+            fresh_out()
+            run(["curl", "-sSf", "--noproxy", "*"] + sum((["-o", os.path.join(out, n), u] for n, u in zip(names, urls)), []))
+
+        def merge_local():
+            curl_shards()
+            run([self.gm, "merge", "-q", os.path.join(out, names[0]), os.path.join(out, "llama.gguf")])
+            return os.path.join(out, "llama.gguf")
+
+        def merge_url():
+            fresh_out()
+            run([self.gm, "merge", "-q", "--cache-dir", self.fresh_cache(), urls[0], os.path.join(out, "llama.gguf")])
+            return os.path.join(out, "llama.gguf")
+
+        def shards_local():
+            curl_shards()
+            return os.path.join(out, names[0])
+
+        mounted = []
+
+        def mount_url():
+            p, path, _ = self.mount(urls[0], self.fresh_cache(), wait_name="llama.gguf")
+            mounted.append(p)
+            return path
+
+        def unmount():
+            while mounted:
+                self.umount(mounted.pop())
+
+        paths = {"mount": (mount_url, unmount), "merge_url": (merge_url, None), "curl_merge": (merge_local, None),
+                 "curl_shards": (shards_local, None)}
+        runs = {k: [] for k in paths}
+        for i in range(self.a.runs):
+            order = list(paths)
+            order = order[i % len(order):] + order[:i % len(order)]
+            for k in order:
+                prepare, cleanup = paths[k]
+                self.fresh_cache()
+                fresh_out()
+                runs[k].append(rc.first_token(prepare, cleanup, drop_caches))
+            log("ttft run %d: %s" % (i + 1, "  ".join("%s %.2f s" % (k, v[-1]["total_s"]) for k, v in runs.items())))
+        shutil.rmtree(out, ignore_errors=True)
+        med = {k: sorted(x["total_s"] for x in v)[len(v) // 2] for k, v in runs.items()}
+        r = {"model_bytes": info["bytes"], "layers": info["layers"], "shards": len(shards), "runs": runs,
+             "median_s": med, "tokens": sorted({x["token"] for v in runs.values() for x in v})}
+        r["ratio"] = {k: med[k] / med["mount"] for k in med if k != "mount"}
+        self.results["ttft"] = r
+        log("ttft: %s" % json.dumps({k: v for k, v in r.items() if k != "runs"}))
+
     # ---- report ------------------------------------------------------------------------------
     def report(self):
         name = self.a.name or ("remote-quick" if self.a.quick else "remote-" + platform.release())
@@ -426,11 +559,42 @@ http {{
             c = R["rss"]
             lines.append("| daemon RSS, %.0f GiB sparse set in %d shards | %.0f MiB (peak %.0f) | | |" % (
                 c["merged_bytes"] / 2**30, c["shards"], c["rss_MiB"], c["hwm_MiB"]))
+        if "merge" in R:
+            c, m = R["merge"], R["merge"]["median"]
+            lines.append("| `merge URL OUT`, %.2f GiB in %d shards (output fsynced) | %.0f MB/s | curl -o + sync %.0f MB/s | %.2fx |" % (
+                c["merged_bytes"] / 2**30, len(self.shards("dense")), c["url_MBps"], c["curl_MBps"], c["ratio"]))
+            lines.append("| same vs curl to /dev/null (the transfer alone) | %.0f MB/s | curl %.0f MB/s | %.2fx |" % (
+                c["url_MBps"], c["curl_null_MBps"], c["ratio_null"]))
+            lines.append("| same vs download-then-merge (curl + sync, then `merge`) | %.1f s | %.1f s | %.2fx |" % (
+                m["url_s"], c["dl_merge_s"], c["ratio_dl_merge"]))
+            dev = ""
+            if m["url_dev"] is not None:
+                dev = " (block device: %.2f GiB vs %.2f GiB)" % (m["url_dev"] / 2**30, (m["curl_dev"] + m["merge_dev"]) / 2**30)
+            lines.append("| bytes written: merge URL vs download-then-merge%s | %.2f GiB | %.2f GiB (shards %.2f + merged %.2f) | %.2fx |" % (
+                dev, m["url_written"] / 2**30, (m["curl_written"] + m["merge_written"]) / 2**30,
+                m["curl_written"] / 2**30, m["merge_written"] / 2**30, c["written_ratio"]))
+        if "ttft" in R:
+            c = R["ttft"]
+            if "skipped" in c:
+                lines.append("| node-llama-cpp time to first token | skipped: %s | | |" % c["skipped"])
+            else:
+                label = {"merge_url": "`merge URL` then load", "curl_merge": "curl + `merge` then load",
+                         "curl_shards": "curl, llama.cpp loads the shards"}
+                for k, v in c["ratio"].items():
+                    lines.append("| time to first token, %.2f GiB llama in %d shards, cold: mount URL vs %s | %.1f s | %.1f s | %.2fx |" % (
+                        c["model_bytes"] / 2**30, c["shards"], label[k], c["median_s"]["mount"], c["median_s"][k], v))
         lines += ["", "Cold: page cache dropped before every run, block cache emptied. The gguf-mount time runs from "
                   "the mount to the last byte read (what a loading client waits for); 'until durable' runs on until "
                   "the daemon has exited after the unmount, every block committed (fdatasync + rename) to the cache "
                   "on the data's file system. curl downloads the shards one after the other on one connection, to "
                   "/dev/null, to files (until curl exits) and to files + sync.",
+                  "merge: bytes written = write_bytes of /proc/PID/io (pages dirtied by the process and its "
+                  "children; the block device's counter, which also counts other processes, in parentheses). "
+                  "Time to first token: from the start of mount/download (node-llama-cpp already started, caches "
+                  "dropped, block cache empty) to the first token of a [BOS] prompt, 1 thread; downloaded shards "
+                  "are in the page cache when loaded, as after any download.",
+                  "Load average (1, 5, 15 min) at the start: %s; at the end: %s." % (
+                      " ".join("%.2f" % x for x in R["load_start"]), " ".join("%.2f" % x for x in os.getloadavg())),
                   "Only 127.0.0.1 was contacted. `bench/run.sh --remote` (or bench/remote.sh) reproduces it."]
         with open(os.path.join(self.a.out, name + ".md"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -448,7 +612,7 @@ def main():
     ap.add_argument("--name", default=None)
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--rate-mb", type=int, default=50, help="nginx limit_rate per connection, MiB/s")
-    ap.add_argument("--rows", default="cold,cdn,remount,open1200,rss")
+    ap.add_argument("--rows", default="cold,cdn,remount,open1200,rss,merge,ttft")
     a = ap.parse_args()
     if a.runs is None:
         a.runs = 1 if a.quick else 3

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Remote read benchmark (issue 11): a loopback nginx (127.0.0.1 only) serves generated shard sets;
 # prints ratios against curl, aria2c -x8 and a local mount, measured in the same run.
-#   bench/remote.sh            full: 2.5 GiB model in 8 shards, 3 runs, 100 GiB sparse set (~5 min)
+#   bench/remote.sh            full: 2.5 GiB model in 8 shards, 3 runs, 100 GiB sparse set, merge URL and time-to-first-token rows (~9 min)
 #   bench/remote.sh --quick    CI smoke test: 512 MiB model, 1 run, 12.5 GiB sparse set (< 60 s)
 #   bench/remote.sh --help     every option (bench/remote.py)
 # Writes bench/results/remote-<kernel>.{md,json} (remote-quick.* with --quick). Run as root (drops caches).
