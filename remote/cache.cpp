@@ -199,10 +199,31 @@ bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len)
     }
 }
 
+bool BlockCache::will_need(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
+    int fd = -1;
+    try {
+        fd = ::open(block_path(key, block).c_str(), O_RDONLY | O_CLOEXEC);
+    } catch (...) {
+        return false;
+    }
+    if (fd < 0) return false;
+    struct stat st {};
+    const bool present = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == block_len;
+    if (present) ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::close(fd);
+    return present;
+}
+
 int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
     std::string tmp;
     int rc = stage(key, block, data, len, &tmp);
-    return rc != 0 ? rc : commit(key, block, tmp, len);
+    if (rc == 0) rc = commit(key, block, tmp, len);
+    if (rc == 0) evict_if_over();
+    return rc;
+}
+
+void BlockCache::evict_if_over() noexcept {
+    if (max_bytes_ && used_.load() > max_bytes_) evict();
 }
 
 int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* data, size_t len,
@@ -221,7 +242,6 @@ int BlockCache::commit(const std::string& key, uint64_t block, const std::string
         int rc = publish_temporary(tmp, block_path(key, block));
         if (rc != 0) return rc;
         used_ += len;
-        if (max_bytes_ && used_.load() > max_bytes_) evict();
         return 0;
     } catch (...) {
         ::unlink(tmp.c_str());

@@ -63,6 +63,12 @@ public:
     /// True when the block is present with `block_len` bytes.
     bool has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
+    /// has(), and when the block is present asks the kernel to read its file into the page cache
+    /// in the background (posix_fadvise WILLNEED): a sequential reader of cached blocks then finds
+    /// them read ahead as a local file's are, instead of faulting each 4 MiB file in with the
+    /// disk's small default read-ahead. Never throws.
+    bool will_need(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
+
     /// Stores a block durably: stage() then commit(). Returns 0 or -errno (a full disk only costs
     /// a refetch later). Never throws.
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
@@ -74,10 +80,14 @@ public:
     int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp) noexcept;
 
     /// Second half: fdatasync()s the staged temporary `tmp` (any descriptor of the file flushes
-    /// its pages), renames it to the block's final name (now present), counts its `len` bytes and
-    /// evicts least recently used blocks if the cache is over its bound. Returns 0 or -errno
-    /// (the temporary is removed on failure). Never throws.
+    /// its pages), renames it to the block's final name (now present) and counts its `len`
+    /// bytes. Returns 0 or -errno (the temporary is removed on failure). The caller then calls
+    /// evict_if_over() (after it stopped pointing readers at `tmp`). Never throws.
     int commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept;
+
+    /// Evicts least recently used blocks not being read when the cache is over its bound (down
+    /// to 90 % of it). Never throws.
+    void evict_if_over() noexcept;
 
     /// Copies bytes [offset, offset + len) of the staged temporary `tmp` into `dst`. Returns len,
     /// -ENOENT when the temporary is gone (committed under its final name, or removed), or -errno.

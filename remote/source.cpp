@@ -169,6 +169,29 @@ void RemoteContext::work() {
     }
 }
 
+bool RemoteContext::on_own_thread() const noexcept {
+    const std::thread::id me = std::this_thread::get_id();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto* threads : {&workers_, &store_threads_, &commit_threads_}) {
+        for (const auto& t : *threads) {
+            if (t.get_id() == me) return true;
+        }
+    }
+    return false;
+}
+
+RemoteSource::~RemoteSource() {
+    // A job of the context that held this source may be the last holder of the context too:
+    // destroying the context there would join that thread from itself. Let another thread drop
+    // this reference (it destroys the context if it is the last one).
+    if (context_ && context_->on_own_thread()) {
+        try {
+            std::thread([c = std::move(context_)]() mutable { c.reset(); }).detach();
+        } catch (...) {
+        }
+    }
+}
+
 RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info)
     : context_(std::move(context)), url_(std::move(url)), name_(url_for_message(url_)), info_(std::move(info)) {
     key_ = BlockCache::object_key(url_, info_.validator);
@@ -384,16 +407,18 @@ void RemoteSource::store_block(const std::weak_ptr<const RemoteSource>& weak, Re
     auto commit = [weak, &context, key, name, block, tmp, len] {
         const auto t0 = std::chrono::steady_clock::now();
         int c = context.cache().commit(key, block, tmp, len);
-        auto self = weak.lock();
-        if (c != 0 && (!self || !self->store_failure_logged_.exchange(true))) {
-            spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block,
-                         context.cache().dir(), std::strerror(-c));
-        }
-        if (self) {
+        if (auto self = weak.lock()) {
+            if (c != 0 && !self->store_failure_logged_.exchange(true)) {
+                spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block,
+                             context.cache().dir(), std::strerror(-c));
+            }
             std::lock_guard<std::mutex> lock(self->mutex_);
             auto it = self->staged_.find(block);
             if (it != self->staged_.end() && it->second == tmp) self->staged_.erase(it);
         }
+        // Only now: a block evicted while still listed as staged would be neither readable nor
+        // fetched again (fetch() takes a staged block as available).
+        context.cache().evict_if_over();
         spdlog::debug("{}: block {} committed in {} ms", name, block,
                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
                           .count());
@@ -413,28 +438,35 @@ ssize_t RemoteSource::read_stored(uint64_t block, uint64_t blen, uint64_t in_blo
     {
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = staged_.find(block);
-        if (it == staged_.end()) return -ENOENT;
-        try {
-            tmp = it->second;
-        } catch (...) {
-            return -ENOMEM;
+        if (it != staged_.end()) {
+            try {
+                tmp = it->second;
+            } catch (...) {
+                return -ENOMEM;
+            }
         }
     }
-    r = BlockCache::read_staged(tmp, in_block, n, dst);
-    // Gone: committed under its final name meanwhile (rename is atomic), or removed after a failed commit.
+    if (!tmp.empty()) r = BlockCache::read_staged(tmp, in_block, n, dst);
+    // Gone, or not staged (any more): committed under its final name meanwhile (rename is
+    // atomic), or removed after a failed commit.
     return r == -ENOENT ? context_->cache().read(key_, block, blen, in_block, n, dst) : r;
 }
 
 void RemoteSource::read_ahead(uint64_t block) const noexcept {
     const unsigned ahead = context_->options().readahead_blocks;
-    if (ahead == 0 || context_->options().offline) return;
+    if (ahead == 0) return;
+    // A reader moving on by one block only needs the new end of the window (the earlier blocks
+    // were handled by the call before); after a jump, all of it.
+    const uint64_t prev = advised_.exchange(block + ahead);
+    const uint64_t from = prev > block && prev <= block + ahead ? prev + 1 : block + 1;
     std::weak_ptr<const RemoteSource> weak = weak_from_this();
-    for (uint64_t b = block + 1; b <= block + ahead && block_length(b) > 0; ++b) {
+    for (uint64_t b = from; b <= block + ahead && block_length(b) > 0; ++b) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (fetching_.count(b) || fresh_.count(b) || staged_.count(b)) continue;
         }
-        if (context_->cache().has(key_, b, block_length(b))) continue;
+        if (context_->cache().will_need(key_, b, block_length(b))) continue;  // cached: read ahead from disk
+        if (context_->options().offline) continue;
         context_->submit([weak, b] {
             if (auto self = weak.lock()) self->fetch(b, nullptr);
         });
@@ -463,7 +495,9 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         // memory (the cache may not keep them: disk full, or evicted at once under a small
         // --cache-max-size); a block found cached meanwhile is read from the cache, and fetched
         // again if it is already gone.
-        for (int attempt = 0; !bytes && r == -ENOENT && attempt < 2; ++attempt) {
+        // Each attempt either fetches the block (bytes in memory) or finds it staged or present at
+        // that moment; a cache bound below the working set may evict it again before it is read.
+        for (int attempt = 0; !bytes && r == -ENOENT && attempt < 8; ++attempt) {
             int rc = fetch(block, &bytes);
             if (rc != 0) return rc;
             if (!bytes) r = read_stored(block, blen, in_block, n, out + done);

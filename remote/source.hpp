@@ -73,6 +73,8 @@ public:
     /// Waits until every queued stage and commit has run (e.g. before `prefetch` judges the
     /// cache). Never throws.
     void flush() noexcept;
+    /// True when called on one of the context's own threads (workers, store, commit). Never throws.
+    bool on_own_thread() const noexcept;
 
 private:
     void work();
@@ -81,7 +83,7 @@ private:
     RemoteOptions options_;
     HttpClient http_;
     BlockCache cache_;
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::function<void()>> jobs_;
     std::vector<std::thread> workers_;
@@ -125,6 +127,8 @@ public:
     static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
                                                     ObjectInfo info);
 
+    /// Hands its context to a short-lived thread when destroyed on one of the context's threads.
+    ~RemoteSource() override;
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
     uint64_t size() const noexcept override { return info_.size; }
     bool changed() const noexcept override { return changed_.load(); }
@@ -152,6 +156,8 @@ private:
     int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept;
     /// The bytes of `block` when it was just fetched and is being stored, else null.
     std::shared_ptr<const char[]> fresh(uint64_t block) const;
+    /// For each block of the window after `block` (readahead_blocks): a cached one is read ahead
+    /// from disk (BlockCache::will_need), a missing one is fetched by a worker (not --offline).
     void read_ahead(uint64_t block) const noexcept;
     /// Reads [in_block, in_block + n) of block `block` (`blen` bytes) from the cache: its final
     /// file, else its staged temporary, else the final file again (committed meanwhile). Returns
@@ -174,6 +180,7 @@ private:
     mutable std::atomic<bool> offline_logged_{false};
     mutable std::atomic<bool> store_failure_logged_{false};
     mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
+    mutable std::atomic<uint64_t> advised_{0};  // read_ahead handled blocks up to this one
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
     mutable std::set<uint64_t> fetching_;  // blocks being downloaded

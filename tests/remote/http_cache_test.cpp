@@ -2,6 +2,7 @@
 // server on 127.0.0.1, the block cache on a temporary directory.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -234,6 +235,70 @@ TEST_F(RemoteSourceStoreTest, StagedBlocksAreServedFromTheirTemporariesUntilComm
     src.reset();
     ctx.reset();  // runs every queued commit
     EXPECT_TRUE(temporaries().empty()) << "a staged temporary was left behind";
+}
+
+/// Pages of `path` in the page cache (mincore), and its page count.
+std::pair<size_t, size_t> resident_pages(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {0, 0};
+    struct stat st {};
+    ::fstat(fd, &st);
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t pages = (static_cast<size_t>(st.st_size) + page - 1) / page;
+    void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return {0, pages};
+    std::vector<unsigned char> vec(pages);
+    size_t in = 0;
+    if (::mincore(map, static_cast<size_t>(st.st_size), vec.data()) == 0) {
+        for (unsigned char v : vec) in += v & 1;
+    }
+    ::munmap(map, static_cast<size_t>(st.st_size));
+    return {in, pages};
+}
+
+/// A sequential reader of cached blocks finds the next ones read ahead from disk, as a local
+/// file's are (a remount read cached blocks at 0.54-0.74x a local mount when each 4 MiB block
+/// file was faulted in with the disk's small read-ahead; 0.85-1.1x with it).
+TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasTheNextOnesReadAheadFromDisk) {
+    const std::string url = server_->base_url() + "/big.bin";
+    std::string key;
+    {
+        auto ctx = context(0);
+        auto src = RemoteSource::open(ctx, url);
+        std::string all(big_.size(), '\0');
+        ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
+        key = BlockCache::object_key(url, src->validator());
+    }  // every block committed
+    const std::string objects = cache_.path() + "/v1/objects/" + key + "/";
+    for (int b = 0; b < 4; ++b) {  // out of the page cache (clean pages: dropped at once)
+        int fd = ::open((objects + std::to_string(b)).c_str(), O_RDONLY | O_CLOEXEC);
+        ASSERT_GE(fd, 0) << "block " << b << " not cached";
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+    }
+    if (resident_pages(objects + "2").first != 0) GTEST_SKIP() << "the page cache kept block 2 after DONTNEED";
+    RemoteOptions o;
+    o.http = quick();
+    o.cache_dir = cache_.path();
+    o.offline = true;  // from the cache alone
+    o.readahead_blocks = 8;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    auto src = RemoteSource::open(ctx, url);
+    char b[4096];
+    ASSERT_EQ(src->pread(b, sizeof b, 0), static_cast<ssize_t>(sizeof b));
+    ASSERT_EQ(src->pread(b, sizeof b, BlockCache::kBlockSize), static_cast<ssize_t>(sizeof b));  // on to block 1
+    EXPECT_EQ(std::string(b, sizeof b), big_.substr(BlockCache::kBlockSize, sizeof b));
+    // Blocks 2 and 3 were not read by anyone: only read-ahead brings them into the page cache.
+    std::pair<size_t, size_t> two, three;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        two = resident_pages(objects + "2");
+        three = resident_pages(objects + "3");
+    } while ((two.first < two.second || three.first < three.second) && std::chrono::steady_clock::now() < deadline);
+    EXPECT_EQ(two.first, two.second) << "block 2: pages in the page cache";
+    EXPECT_EQ(three.first, three.second) << "block 3: pages in the page cache";
 }
 
 TEST_F(RemoteSourceStoreTest, StoresQueuedAtDestructionAreAllWrittenDurably) {

@@ -436,7 +436,7 @@ TEST_F(RemoteMount, CacheBoundBelowTheWorkingSetStillServesTheRightBytes) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
     ASSERT_TRUE(mount(remote_args({"--cache-max-size", "6M"}), first_url(nginx_->base_url())));
-    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
+    EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_)) << log();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     uint64_t bytes = 0;
     for (const auto& e : std::filesystem::recursive_directory_iterator(cache_ + "/v1/objects")) {
