@@ -132,8 +132,9 @@ cxxopts::Options make_options() {
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
          cxxopts::value<unsigned>()->default_value(std::to_string(4096)), "N")
-        ("cache-dir", "remote SOURCE: block cache directory (default $XDG_CACHE_HOME/gguf-mount, else "
-                      "~/.cache/gguf-mount; created mode 0700)", cxxopts::value<std::string>(), "DIR")
+        ("cache-dir", "remote SOURCE: block cache directory (default $CACHE_DIRECTORY as systemd sets it, else "
+                      "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount; created mode 0700)",
+         cxxopts::value<std::string>(), "DIR")
         ("cache-max-size", "remote SOURCE: bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); "
                            "least recently used blocks are evicted (default: unbounded)", cxxopts::value<std::string>(), "N")
         ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")

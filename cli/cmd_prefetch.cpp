@@ -153,7 +153,7 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
         }
     }
     if (!quiet) {
-        spdlog::info("{}: {} file(s), {} bytes cached in {}", remote::url_for_message(argument), sources.size(), total,
+        spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}", remote::url_for_message(argument), sources.size(), total,
                      context->cache().dir());
     }
     return 0;

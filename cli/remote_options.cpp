@@ -8,8 +8,8 @@ namespace gguf_mount::cli {
 void add_remote_options(cxxopts::Options& options, const std::string& prefix) {
     // clang-format off
     options.add_options()
-        ("cache-dir", prefix + "block cache directory (default: $XDG_CACHE_HOME/gguf-mount, else "
-                      "~/.cache/gguf-mount)", cxxopts::value<std::string>())
+        ("cache-dir", prefix + "block cache directory (default: $CACHE_DIRECTORY as systemd sets it, else "
+                      "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount)", cxxopts::value<std::string>())
         ("net-timeout", prefix + "seconds before a connection attempt or a stalled transfer fails",
          cxxopts::value<unsigned>()->default_value("30"))
         ("ca-cert", prefix + "extra CA certificate file (PEM) for https", cxxopts::value<std::string>());

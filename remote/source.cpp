@@ -202,7 +202,13 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
     BlockCache& cache = context->cache();
     std::optional<ObjectInfo> known = cache.load_meta(url);
     if (context->options().offline) {
-        if (!known) throw gguf::Error(gguf::Code::Io, name + ": not in the cache (--offline)", ENOENT);
+        if (!known) {
+            throw gguf::Error(gguf::Code::Io,
+                              name + ": not in the cache (--offline): " + cache.dir() +
+                                  " has no version of it; mount it once online with this --cache-dir, or run "
+                                  "'gguf-mount prefetch' first",
+                              ENOENT);
+        }
         return std::shared_ptr<RemoteSource>(new RemoteSource(context, url, *known));
     }
     try {
@@ -233,7 +239,13 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         cache.save_meta(url, info);
         return src;
     } catch (const HttpError& e) {
-        throw gguf::Error(gguf::Code::Io, e.what(), e.sys_errno());
+        // The server is unreachable but the cache knows the file: say how to use what it holds.
+        const bool unreachable = e.status() == 0 || e.status() >= 500;  // transport error or a server error
+        throw gguf::Error(gguf::Code::Io,
+                          std::string(e.what()) +
+                              (known && unreachable ? "; the cache holds a version of it: --offline serves what is cached"
+                                                    : ""),
+                          e.sys_errno());
     }
 }
 

@@ -339,16 +339,29 @@ TEST_F(RemoteMount, OfflineServesAFullyReadModelWithTheServerStopped) {
     ASSERT_NO_FATAL_FAILURE(read_all_once(url));
     nginx_->stop();
 
+    // Online with the server stopped: the one line says the cache could serve it.
+    ASSERT_TRUE(start(remote_args({"--net-timeout", "2"}), url));
+    auto online = daemon_.wait_exit();
+    ASSERT_TRUE(online);
+    EXPECT_EQ(*online, 1);
+    EXPECT_EQ(mount_test::lines_with(log(), "the cache holds a version of it: --offline serves what is cached").size(),
+              1u)
+        << log();
+
     ASSERT_TRUE(mount(remote_args({"--offline"}), url));
     EXPECT_TRUE(same_bytes(gguf_test::read_file(mnt_ + "/dense.gguf"), want_));
     EXPECT_EQ(unmount_and_wait(), 0);
-    // Another cache holds nothing: offline, the mount itself fails with one line.
+    // Another cache holds nothing: offline, the mount itself fails with one line naming that
+    // cache and what fills it.
     cache_ = root_ + "/empty-cache";
     ASSERT_TRUE(start(remote_args({"--offline"}), url));
     auto code = daemon_.wait_exit();
     ASSERT_TRUE(code);
     EXPECT_EQ(*code, 1);
-    EXPECT_EQ(mount_test::lines_with(log(), "not in the cache (--offline)").size(), 1u) << log();
+    auto lines = mount_test::lines_with(log(), "not in the cache (--offline)");
+    ASSERT_EQ(lines.size(), 1u) << log();
+    EXPECT_NE(lines[0].find(cache_ + "/v1 has no version of it"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("gguf-mount prefetch"), std::string::npos) << lines[0];
 }
 
 TEST_F(RemoteMount, OfflineUncachedBlockIsEioAndOneLogLine) {
