@@ -76,7 +76,7 @@ grep -qx 'LoadCredential=hf-token:/etc/gguf-mount/hf-token' "$remote_unit" || fa
 grep '^ExecStart=' "$remote_unit" | grep -qiE 'token|CREDENTIALS' && fail "a token reaches the command line"
 # With the variable CacheDirectory= sets (CACHE_DIRECTORY) and no --cache-dir, the daemon opens
 # its cache there (an offline mount of an uncached URL: it exits 1 after opening the cache).
-mkdir -p "$work/sdcache"
+mkdir -p "$work/sdcache" "$work/mnt2"  # the mount point is checked before the cache is opened
 CACHE_DIRECTORY="$work/sdcache" HOME=/nonexistent XDG_CACHE_HOME= \
   gguf-mount --foreground --offline http://127.0.0.1:9/m-00001-of-00002.gguf "$work/mnt2" 2>/dev/null || true
 [ -d "$work/sdcache/v1" ] || fail "the daemon did not use \$CACHE_DIRECTORY as its cache"
