@@ -200,6 +200,10 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    // 512 KiB receive buffer instead of 16 KiB: 32x fewer recv calls and write callbacks per
+    // block. Cold 2.46 GiB loopback read, 3 paired runs: daemon CPU 10.8/8.7/10.5 s against
+    // 12.3/10.1/10.6 s, 336-422 MB/s against 332-360 (small, but in every pair).
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
