@@ -104,7 +104,7 @@ int run_offline(bool quiet, const std::string& interrupted, const std::function<
 
 void print_error(const std::string& message) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gguf-mount: %s\n", gguf::escape(message).c_str());
+    std::fprintf(stderr, "gguf-mount: error: %s\n", gguf::escape(message).c_str());
 }
 
 int usage_error(const std::string& command, const std::string& message) {

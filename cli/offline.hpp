@@ -55,7 +55,8 @@ void raise_open_file_limit();
 /// exit_for_signal); any other error prints its one-line message and returns 1.
 int run_offline(bool quiet, const std::string& interrupted, const std::function<int()>& body);
 
-/// Prints "gguf-mount: <message>" on stderr, the message escaped (gguf::escape): one line.
+/// Prints "gguf-mount: error: <message>" on stderr (the prefix of the mount's errors), the message
+/// escaped (gguf::escape): one line.
 void print_error(const std::string& message);
 
 /// Prints "gguf-mount COMMAND: <message>; see 'gguf-mount COMMAND --help'" (message escaped as

@@ -153,7 +153,7 @@ TEST(CliCheck, UsageAndMissingSource) {
     EXPECT_EQ(r.exit_code, 2);
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", "/nonexistent/x"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "gguf-mount: /nonexistent/x: No such file or directory\n");
+    EXPECT_EQ(r.err, "gguf-mount: error: /nonexistent/x: No such file or directory\n");
 }
 
 }  // namespace

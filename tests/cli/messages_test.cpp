@@ -88,7 +88,7 @@ TEST(CliMessages, MergeIntoADirectoryAsksForAFileName) {
     KvzooDirs d;
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", d.src / kvzoo_shard(1), d.mnt.path()});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "gguf-mount: " + d.mnt.path() + ": is a directory; give the output file's name, e.g. " +
+    EXPECT_EQ(r.err, "gguf-mount: error: " + d.mnt.path() + ": is a directory; give the output file's name, e.g. " +
                          d.mnt.path() + "/model.gguf\n");
 }
 
@@ -97,7 +97,7 @@ TEST(CliMessages, OutputIntoAMissingDirectorySaysToCreateIt) {
     const std::string out = d.mnt / "no/such/dir/model.gguf";
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", d.src / kvzoo_shard(1), out});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "gguf-mount: " + out + ": directory " + d.mnt / "no/such/dir" +
+    EXPECT_EQ(r.err, "gguf-mount: error: " + out + ": directory " + d.mnt / "no/such/dir" +
                          " does not exist; create it first (mkdir -p " + d.mnt / "no/such/dir" + ")\n");
 }
 
