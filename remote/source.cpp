@@ -38,7 +38,15 @@ std::shared_ptr<char[]> block_buffer(size_t len) {
 RemoteContext::RemoteContext(RemoteOptions options)
     : options_(std::move(options)),
       http_(options_.http),
-      cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes) {}
+      cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes) {
+    // Staged blocks are on disk but not yet counted by the cache's bound: keep them to a quarter
+    // of it, so a bounded cache overshoots its --cache-max-size by at most that much.
+    if (options_.cache_max_bytes) {
+        const uint64_t quarter = options_.cache_max_bytes / BlockCache::kBlockSize / 4;
+        options_.unsynced_blocks = static_cast<unsigned>(
+            std::max<uint64_t>(1, std::min<uint64_t>(options_.unsynced_blocks, quarter)));
+    }
+}
 
 RemoteContext::~RemoteContext() {
     {

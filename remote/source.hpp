@@ -34,6 +34,7 @@ struct RemoteOptions {
     /// Staged blocks (written to the page cache, 4 MiB each) waiting for fdatasync + rename; past
     /// it staging waits. The bytes live in the kernel's page cache, not the daemon's memory: this
     /// bounds how far the disk may lag behind the network (2 GiB), as a download's dirty pages do.
+    /// With a cache_max_bytes bound, at most a quarter of it (at least 1 block).
     unsigned unsynced_blocks = 512;
     unsigned commit_threads = 2;  ///< commits (fdatasync + rename) running at once
     /// false: fetched blocks are never written to the cache (blocks already cached are still

@@ -427,6 +427,20 @@ TEST(BlockCache, AStagedBlockIsReadableButPresentOnlyAfterItsCommit) {
     EXPECT_FALSE(cache.has(key, 3, 5000));
 }
 
+TEST(RemoteContextOptions, StagedBlocksAreBoundedByAQuarterOfABoundedCache) {
+    gguf_test::TempDir tmp;
+    auto unsynced = [&](uint64_t max_bytes) {
+        RemoteOptions o;
+        o.cache_dir = tmp / "c";
+        o.cache_max_bytes = max_bytes;
+        return RemoteContext(o).options().unsynced_blocks;
+    };
+    EXPECT_EQ(unsynced(0), 512u);                                  // unbounded: 2 GiB behind at most
+    EXPECT_EQ(unsynced(uint64_t{40} << 20), 2u);                   // 40 MiB: 10 MiB
+    EXPECT_EQ(unsynced(1), 1u);                                    // never 0
+    EXPECT_EQ(unsynced(uint64_t{100} << 30), 512u);                // 100 GiB: the default
+}
+
 TEST(BlockCache, DefaultDirectoryIsTheSystemdCacheDirectoryWhenSet) {
     // Restores the variables this test changes.
     struct Env {
