@@ -79,7 +79,11 @@ int write_temporary(const std::string& dir, const char* data, size_t len, std::s
 int publish_temporary(const std::string& tmp, const std::string& final_path) noexcept {
     int rc = 0;
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    if (fd < 0) {
+        rc = -errno;
+        ::unlink(tmp.c_str());
+        return rc;
+    }
     if (::fdatasync(fd) != 0) rc = -errno;
     ::close(fd);
     if (rc == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) rc = -errno;
