@@ -29,7 +29,7 @@
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/self_read.hpp"
-#include "fs/threads.hpp"
+#include "gguf/threads.hpp"
 
 namespace gguf_mount::fs {
 
@@ -168,7 +168,7 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
 std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb,
                                      int fuse_fd, int stop_fd) {
     try {
-        return start_thread_without_termination_signals([mountpoint, &live, kb, fuse_fd, stop_fd] {
+        return gguf::start_thread_without_termination_signals([mountpoint, &live, kb, fuse_fd, stop_fd] {
             try {
                 after_mount(mountpoint, live, kb, fuse_fd, stop_fd);
             } catch (...) {

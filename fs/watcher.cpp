@@ -1,5 +1,5 @@
 #include "fs/watcher.hpp"
-#include "fs/threads.hpp"
+#include "gguf/threads.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -83,7 +83,7 @@ void Watcher::request_rescan() noexcept {
 
 void Watcher::start() {
     if (thread_.joinable()) return;
-    thread_ = start_thread_without_termination_signals([this] {
+    thread_ = gguf::start_thread_without_termination_signals([this] {
         try {
             run();
         } catch (const std::exception& e) {

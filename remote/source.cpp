@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
+#include "gguf/threads.hpp"
 
 namespace gguf_mount::remote {
 
@@ -72,7 +73,7 @@ bool RemoteContext::store_later(std::function<void()> job) noexcept {
         if (stopping_ || stores_.size() >= options_.pending_stores) return false;
         if (store_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.store_threads); ++i) {
-                store_threads_.emplace_back([this] { store_work(); });
+                store_threads_.push_back(gguf::start_thread_without_termination_signals([this] { store_work(); }));
             }
         }
         stores_.push_back(std::move(job));
@@ -109,7 +110,7 @@ bool RemoteContext::commit_later(std::function<void()> job) noexcept {
         if (commits_stopping_) return false;
         if (commit_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.commit_threads); ++i) {
-                commit_threads_.emplace_back([this] { commit_work(); });
+                commit_threads_.push_back(gguf::start_thread_without_termination_signals([this] { commit_work(); }));
             }
         }
         const size_t limit = std::max(1u, options_.unsynced_blocks);
@@ -154,7 +155,9 @@ void RemoteContext::submit(std::function<void()> job) noexcept {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) return;
         if (workers_.empty()) {
-            for (unsigned i = 0; i < std::max(1u, options_.fetch_threads); ++i) workers_.emplace_back([this] { work(); });
+            for (unsigned i = 0; i < std::max(1u, options_.fetch_threads); ++i) {
+                workers_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }));
+            }
         }
         jobs_.push_back(std::move(job));
     } catch (...) {
@@ -194,7 +197,7 @@ RemoteSource::~RemoteSource() {
     // this reference (it destroys the context if it is the last one).
     if (context_ && context_->on_own_thread()) {
         try {
-            std::thread([c = std::move(context_)]() mutable { c.reset(); }).detach();
+            gguf::start_thread_without_termination_signals([c = std::move(context_)]() mutable { c.reset(); }).detach();
         } catch (...) {
         }
     }

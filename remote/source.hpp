@@ -45,7 +45,9 @@ struct RemoteOptions {
 };
 
 /// What the sources of one mount share: the HTTP client, the cache, the read-ahead workers and
-/// the store threads (started on first use, so no thread exists before the daemon forks).
+/// the store and commit threads (started on first use, so no thread exists before the daemon
+/// forks; with SIGINT, SIGTERM and SIGHUP blocked, gguf/threads.hpp, so a stop signal reaches
+/// the FUSE loop threads).
 class RemoteContext {
 public:
     /// Opens the cache (throws std::runtime_error naming the directory).

@@ -3,7 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,40 +96,31 @@ Daemon::~Daemon() {
 
 bool Daemon::start(const std::vector<std::string>& argv, const std::string& log_path,
                    const std::optional<rlimit>& nofile) {
+    // fork, and only async-signal-safe calls in the child (posix_spawn can set neither a limit
+    // nor the parent-death signal); everything it needs is prepared here.
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     exit_code_.reset();
-    if (nofile) {
-        // posix_spawn cannot set limits: fork, and only async-signal-safe calls in the child.
-        const rlimit limit = *nofile;
-        pid_ = ::fork();
-        if (pid_ < 0) {
-            pid_ = -1;
-            return false;
-        }
-        if (pid_ == 0) {
-            int in = ::open("/dev/null", O_RDONLY);
-            int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-            if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
-            if (in > 2) ::close(in);
-            if (out > 2) ::close(out);
-            if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(127);
-            ::execve(args[0], args.data(), environ);
-            ::_exit(127);
-        }
-        return true;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) {
         pid_ = -1;
         return false;
+    }
+    if (pid_ == 0) {
+        // A test process that dies without running its destructors takes its foreground daemon
+        // along (SIGTERM: it unmounts and exits) instead of leaving a mount behind.
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != parent) ::_exit(127);
+        int in = ::open("/dev/null", O_RDONLY);
+        int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
+        if (in > 2) ::close(in);
+        if (out > 2) ::close(out);
+        if (nofile && ::setrlimit(RLIMIT_NOFILE, &*nofile) != 0) ::_exit(127);
+        ::execve(args[0], args.data(), environ);
+        ::_exit(127);
     }
     return true;
 }

@@ -52,7 +52,10 @@ public:
 
     /// Starts `argv` (argv[0] is a path) with stdin from /dev/null. With `nofile`, the child
     /// sets RLIMIT_NOFILE to it (setrlimit(2), between fork and exec) before it runs argv[0];
-    /// if that fails the child exits 127. Returns false when the child cannot be started.
+    /// if that fails the child exits 127 (as when argv[0] cannot be run). The child gets SIGTERM
+    /// when the thread that started it ends (PR_SET_PDEATHSIG), so a killed test leaves no
+    /// foreground daemon or mount behind: start daemons from the test's own thread. Returns false
+    /// when the child cannot be forked.
     bool start(const std::vector<std::string>& argv, const std::string& log_path,
                const std::optional<rlimit>& nofile = std::nullopt);
 

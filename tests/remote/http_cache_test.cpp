@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <future>
 #include <random>
@@ -439,6 +440,34 @@ TEST(RemoteContextOptions, StagedBlocksAreBoundedByAQuarterOfABoundedCache) {
     EXPECT_EQ(unsynced(uint64_t{40} << 20), 2u);                   // 40 MiB: 10 MiB
     EXPECT_EQ(unsynced(1), 1u);                                    // never 0
     EXPECT_EQ(unsynced(uint64_t{100} << 30), 512u);                // 100 GiB: the default
+}
+
+/// True when the calling thread blocks SIGINT, SIGTERM and SIGHUP.
+bool blocks_stop_signals() {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    return sigismember(&now, SIGINT) == 1 && sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGHUP) == 1;
+}
+
+/// A stop signal sent to the daemon must reach a FUSE loop thread, whose blocking read of
+/// /dev/fuse libfuse's handler interrupts; one handled on a read-ahead, store or commit thread
+/// only sets a flag nobody looks at, and the daemon keeps running (seen: a daemon left mounted
+/// after its parent died, PR_SET_PDEATHSIG). The context's threads block those signals, also
+/// when started from a thread that does not (a FUSE worker).
+TEST(RemoteContextThreads, BlockTheStopSignals) {
+    ASSERT_FALSE(blocks_stop_signals()) << "the test thread itself must not block them";
+    gguf_test::TempDir tmp;
+    RemoteOptions o;
+    o.cache_dir = tmp / "c";
+    RemoteContext ctx(o);
+    std::promise<bool> worker, store, commit;
+    ctx.submit([&] { worker.set_value(blocks_stop_signals()); });
+    ASSERT_TRUE(ctx.store_later([&] { store.set_value(blocks_stop_signals()); }));
+    ASSERT_TRUE(ctx.commit_later([&] { commit.set_value(blocks_stop_signals()); }));
+    EXPECT_TRUE(worker.get_future().get()) << "read-ahead worker";
+    EXPECT_TRUE(store.get_future().get()) << "store thread";
+    EXPECT_TRUE(commit.get_future().get()) << "commit thread";
+    EXPECT_FALSE(blocks_stop_signals()) << "the caller's mask is restored";
 }
 
 TEST(BlockCache, DefaultDirectoryIsTheSystemdCacheDirectoryWhenSet) {

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,20 +108,50 @@ size_t count_data_requests(const std::vector<AccessEntry>& log) {
 ChildProcess::~ChildProcess() { stop(); }
 
 bool ChildProcess::start(const std::vector<std::string>& argv, const std::string& log_path, std::string* error) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    // Everything the child needs is prepared before fork: between fork and exec it makes only
+    // async-signal-safe calls (the test process has threads).
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    int report[2];  // the child writes exec's errno here; closed by a successful exec
+    if (::pipe2(report, O_CLOEXEC) != 0) {
+        if (error) *error = std::string("pipe: ") + std::strerror(errno);
+        return false;
+    }
+    const pid_t parent = ::getpid();
     exit_code_.reset();
-    int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+        // A test process that dies without running its destructors (a crash, abort, SIGKILL by
+        // a time limit) takes its servers along instead of leaving them running.
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != parent) ::_exit(127);
+        int in = ::open("/dev/null", O_RDONLY);
+        int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) {
+            int e = errno;
+            (void)!::write(report[1], &e, sizeof e);
+            ::_exit(127);
+        }
+        ::execv(args[0], args.data());
+        int e = errno;
+        (void)!::write(report[1], &e, sizeof e);
+        ::_exit(127);
+    }
+    ::close(report[1]);
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = ::read(report[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+    }
+    ::close(report[0]);
+    if (pid_ < 0 || n > 0) {
+        const int e = pid_ < 0 ? errno : child_errno;
+        if (pid_ > 0) {
+            int status = 0;
+            ::waitpid(pid_, &status, 0);
+        }
         pid_ = -1;
-        if (error) *error = "cannot run " + argv[0] + ": " + std::strerror(rc);
+        if (error) *error = "cannot run " + argv[0] + ": " + std::strerror(e);
         return false;
     }
     return true;

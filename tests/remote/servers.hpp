@@ -44,7 +44,9 @@ std::vector<AccessEntry> parse_access_log(const std::string& text);
 
 /// A child process started from argv with stdin = /dev/null and stdout+stderr appended to
 /// `log_path`. stop() signals exactly this PID (SIGTERM, then SIGKILL after `grace`) and reaps
-/// it; the destructor calls stop().
+/// it; the destructor calls stop(). The child also gets SIGTERM when the thread that started it
+/// ends (PR_SET_PDEATHSIG): a test process killed or aborted leaves no server behind, so start
+/// servers from a thread that outlives them (the test's own).
 class ChildProcess {
 public:
     ChildProcess() = default;

@@ -1,11 +1,11 @@
-// Starting helper threads in a FUSE daemon.
+// Starting helper threads in a FUSE daemon (fs/ and remote/ both start them).
 #pragma once
 
 #include <csignal>
 #include <thread>
 #include <utility>
 
-namespace gguf_mount::fs {
+namespace gguf {
 
 /// Starts `fn` on a new thread that has SIGINT, SIGTERM and SIGHUP blocked, so those signals
 /// keep being delivered to the session loop threads, where libfuse's handlers (and our SIGHUP
@@ -30,4 +30,4 @@ std::thread start_thread_without_termination_signals(Fn&& fn) {
     }
 }
 
-}  // namespace gguf_mount::fs
+}  // namespace gguf
