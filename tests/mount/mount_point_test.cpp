@@ -148,6 +148,21 @@ private:
     std::string mountpoint_;
 };
 
+#ifdef GGUF_PLAINFS_BINARY
+/// SOURCE `src` = the kvzoo shards plus notes.txt, a link into a plainfs mount (under `root`)
+/// that stops itself at its second open: the scan's look is the first, the daemon's start-up
+/// read the second, which then waits.
+void hold_the_start_up_read(const std::string& root, const std::string& src, PlainFs* plainfs) {
+    mount_test::copy_kvzoo(src);
+    const std::string slow_src = root + "/slow-src", slow_mnt = root + "/slow";
+    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
+    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
+    ASSERT_TRUE(plainfs->start(slow_src, slow_mnt, root + "/plainfs.log", 2));
+    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src + "/notes.txt").c_str()), 0);
+}
+#endif
+
 /// The fusectl file `name` of the FUSE connection behind mount `m` (fs/fuse/control.c names
 /// the directory after the connection's device number; FUSE mounts have major 0).
 std::string fusectl_file(const mount_test::MountEntry& m, const std::string& name) {
@@ -182,14 +197,8 @@ TEST_F(MountPoint, KillDuringTheStartUpReadEndsTheDaemonAndLeavesADeadMountThatI
 #ifndef GGUF_PLAINFS_BINARY
     GTEST_SKIP() << "plainfs was not built";
 #else
-    mount_test::copy_kvzoo(src_);
-    const std::string slow_src = root_ + "/slow-src", slow_mnt = root_ + "/slow";
-    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
-    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
-    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
     PlainFs plainfs;
-    ASSERT_TRUE(plainfs.start(slow_src, slow_mnt, root_ + "/plainfs.log", 2));
-    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src_ + "/notes.txt").c_str()), 0);
+    ASSERT_NO_FATAL_FAILURE(hold_the_start_up_read(root_, src_, &plainfs));
 
     ASSERT_TRUE(mount());
     auto entry = find_mount(mnt_);
@@ -246,14 +255,8 @@ TEST_F(MountPoint, AStartUpReaderKilledFromOutsideIsLoggedAndTheMountServes) {
 #ifndef GGUF_PLAINFS_BINARY
     GTEST_SKIP() << "plainfs was not built";
 #else
-    mount_test::copy_kvzoo(src_);
-    const std::string slow_src = root_ + "/slow-src", slow_mnt = root_ + "/slow";
-    ASSERT_EQ(::mkdir(slow_src.c_str(), 0755), 0);
-    ASSERT_EQ(::mkdir(slow_mnt.c_str(), 0755), 0);
-    gguf_test::write_file(slow_src + "/notes.txt", "slow notes\n");
     PlainFs plainfs;
-    ASSERT_TRUE(plainfs.start(slow_src, slow_mnt, root_ + "/plainfs.log", 2));
-    ASSERT_EQ(::symlink((slow_mnt + "/notes.txt").c_str(), (src_ + "/notes.txt").c_str()), 0);
+    ASSERT_NO_FATAL_FAILURE(hold_the_start_up_read(root_, src_, &plainfs));
     ASSERT_TRUE(mount());
     ASSERT_TRUE(mount_test::time_until([&] { return is_stopped(plainfs.pid()); })) << log();
     std::vector<pid_t> readers;
