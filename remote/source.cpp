@@ -19,27 +19,79 @@
 
 namespace gguf_mount::remote {
 
-namespace {
+/// Idle block buffers of one context, reused: each is a BlockCache::kBlockSize anonymous
+/// mapping of its own, whose pages were touched once. A fresh mapping costs a page fault and a
+/// zeroed page per 4 KiB on first touch, which on the bench VM (free-page reporting: the host
+/// takes freed memory back) cost 9 % of all CPU of a cold remote read (perf, do_anonymous_page
+/// under the copy into the buffer). Not malloc: blocks are allocated on one thread and freed on
+/// another (fetch, read-ahead and store threads), and glibc's per-thread arenas then kept
+/// freed blocks (the benchmark's daemon RSS on a 100 GiB sparse set rose from 99 to 181 MiB).
+struct BufferPool {
+    explicit BufferPool(size_t idle_cap) : cap(idle_cap) {}
+    ~BufferPool() {
+        for (char* p : idle) ::munmap(p, BlockCache::kBlockSize);
+    }
+    std::mutex mutex;
+    std::vector<char*> idle;  // under mutex
+    size_t cap;               // idle buffers kept; the others are unmapped when let go
+};
 
-/// A block buffer of `len` bytes (at most BlockCache::kBlockSize) in its own anonymous mapping,
-/// unmapped when its last holder lets go. Blocks are allocated on one thread and freed on
-/// another (fetch, read-ahead and store threads): from malloc, once glibc's dynamic mmap
-/// threshold has risen past 4 MiB, freed blocks stay in the per-thread arenas (the benchmark's
-/// daemon RSS on a 100 GiB sparse set rose from 99 to 181 MiB when blocks began to be handed
-/// to store threads). Throws std::bad_alloc when the mapping fails.
-std::shared_ptr<char[]> block_buffer(size_t len) {
-    const size_t bytes = len ? len : 1;
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return std::shared_ptr<char[]>(static_cast<char*>(p), [bytes](char* q) { ::munmap(q, bytes); });
+std::shared_ptr<char[]> RemoteContext::block_buffer() {
+    char* p = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(pool_->mutex);
+        if (!pool_->idle.empty()) {
+            p = pool_->idle.back();
+            pool_->idle.pop_back();
+        }
+    }
+    if (!p) {
+        void* m = ::mmap(nullptr, BlockCache::kBlockSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) throw std::bad_alloc();
+        p = static_cast<char*>(m);
+    }
+    std::shared_ptr<BufferPool> pool = pool_;
+    try {
+        return std::shared_ptr<char[]>(p, [pool](char* q) {
+            {
+                std::lock_guard<std::mutex> lock(pool->mutex);
+                if (pool->idle.size() < pool->cap) {
+                    try {
+                        pool->idle.push_back(q);
+                        return;
+                    } catch (...) {
+                    }
+                }
+            }
+            ::munmap(q, BlockCache::kBlockSize);
+        });
+    } catch (...) {
+        ::munmap(p, BlockCache::kBlockSize);
+        throw;
+    }
 }
 
-}  // namespace
+void RemoteContext::keep(std::weak_ptr<const RemoteSource> source, uint64_t block) noexcept {
+    std::vector<std::pair<std::shared_ptr<const RemoteSource>, uint64_t>> drop;
+    try {
+        std::lock_guard<std::mutex> lock(kept_mutex_);
+        kept_.emplace_back(std::move(source), block);
+        while (kept_.size() > options_.kept_blocks) {
+            drop.emplace_back(kept_.front().first.lock(), kept_.front().second);
+            kept_.pop_front();
+        }
+    } catch (...) {
+    }
+    for (auto& [s, b] : drop) {
+        if (s) s->release_kept(b);
+    }
+}
 
 RemoteContext::RemoteContext(RemoteOptions options)
     : options_(std::move(options)),
       http_(options_.http),
-      cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes) {
+      cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes),
+      pool_(std::make_shared<BufferPool>(options_.idle_buffers)) {
     // Staged blocks are on disk but not yet counted by the cache's bound: keep them to a quarter
     // of it, so a bounded cache overshoots its --cache-max-size by at most that much.
     if (options_.cache_max_bytes) {
@@ -237,7 +289,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
             }
         }
         // The first ranged GET gives size and validator; its bytes are block 0.
-        std::shared_ptr<char[]> buf = block_buffer(BlockCache::kBlockSize);
+        std::shared_ptr<char[]> buf = context->block_buffer();
         size_t got = 0;
         ObjectInfo info = context->http().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
         auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, info));
@@ -323,6 +375,16 @@ std::shared_ptr<const char[]> RemoteSource::fresh(uint64_t block) const {
     return it == fresh_.end() ? nullptr : it->second;
 }
 
+void RemoteSource::release_kept(uint64_t block) const noexcept {
+    std::shared_ptr<const char[]> bytes;  // let go outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_.erase(block) == 0 || storing_.count(block)) return;  // being stored: store_block lets go
+    auto it = fresh_.find(block);
+    if (it == fresh_.end()) return;
+    bytes = std::move(it->second);
+    fresh_.erase(it);
+}
+
 int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept {
     const uint64_t len = block_length(block);
     {
@@ -353,7 +415,7 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
         rc = -EIO;
     } else {
         try {
-            buf = block_buffer(len);
+            buf = context_->block_buffer();
             ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
             if ((!size_only_ && info.validator != info_.validator) || info.size != info_.size) {
                 if (!changed_.exchange(true)) {
@@ -370,24 +432,32 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
             rc = -ENOMEM;
         }
     }
-    // Readers take the bytes from memory at once (fresh_ holds them until they are staged).
+    // Readers take the bytes from memory at once: fresh_ holds them while they are being
+    // stored and, stored, while the context keeps them (RemoteContext::keep).
+    const bool store = context_->options().store_blocks;
+    bool kept = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         fetching_.erase(block);
         if (rc == 0) {
             try {
                 fresh_[block] = buf;
+                if (store) {
+                    storing_.insert(block);
+                    kept = kept_.insert(block).second;
+                }
             } catch (...) {
             }
         }
     }
     cv_.notify_all();
     if (rc != 0) return rc;
+    if (kept) context_->keep(weak_from_this(), block);
     if (bytes) *bytes = buf;
     spdlog::debug("{}: block {} ({} bytes) fetched in {} ms{}", name_, block, got,
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
                   bytes ? "" : " (read-ahead)");
-    if (!context_->options().store_blocks) return 0;  // stays in fresh_ until read to its end
+    if (!store) return 0;  // stays in fresh_ until read to its end
     // The cache gets the bytes off the read path: write, fdatasync and rename took 10-80 ms per
     // block on the bench VM against 5-10 ms for its transfer on loopback; the fdatasync also
     // runs apart from the write (commit threads), so the disk lags behind the network as a
@@ -419,11 +489,19 @@ void RemoteSource::store_block(const std::weak_ptr<const RemoteSource>& weak, Re
         }
         if (self) {
             std::lock_guard<std::mutex> lock(self->mutex_);
+            self->storing_.erase(block);
+            bool staged = false;
             try {
-                if (s == 0) self->staged_[block] = tmp;
+                if (s == 0) {
+                    self->staged_[block] = tmp;
+                    staged = true;
+                }
             } catch (...) {
             }
-            self->fresh_.erase(block);  // readers now read the staged temporary
+            // Not written: readers fetch it again. Written (O_DIRECT: not in the page cache),
+            // the bytes stay in memory while the context keeps them (release_kept).
+            if (!staged) self->kept_.erase(block);
+            if (!self->kept_.count(block)) self->fresh_.erase(block);
         }
     }
     if (s != 0) return;

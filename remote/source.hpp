@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gguf/byte_source.hpp"
@@ -18,6 +19,9 @@
 #include "remote/http.hpp"
 
 namespace gguf_mount::remote {
+
+class RemoteSource;
+struct BufferPool;
 
 /// Settings shared by every remote source of a mount (command line).
 struct RemoteOptions {
@@ -37,6 +41,13 @@ struct RemoteOptions {
     /// With a cache_max_bytes bound, at most a quarter of it (at least 1 block).
     unsigned unsynced_blocks = 512;
     unsigned commit_threads = 2;  ///< commits (fdatasync + rename) running at once
+    /// Fetched blocks kept in memory for readers, context-wide (the last ones fetched; 4 MiB
+    /// each), while and after they are stored. A block is written to the cache without the
+    /// page cache (O_DIRECT, BlockCache::stage), so this is what a reader behind the read-ahead
+    /// finds instead of a disk read: at least readahead_blocks + 1 for a sequential reader.
+    unsigned kept_blocks = 10;
+    /// Block buffers kept for reuse when let go (4 MiB each; RemoteContext::block_buffer).
+    unsigned idle_buffers = 2;
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
@@ -55,6 +66,15 @@ public:
     ~RemoteContext();
 
     HttpClient& http() noexcept { return http_; }
+    /// A buffer of BlockCache::kBlockSize bytes, page-aligned (O_DIRECT-able), whose memory is
+    /// reused: when let go it returns to the context's idle buffers (up to
+    /// options().idle_buffers; the others are unmapped). May outlive the context. Throws
+    /// std::bad_alloc.
+    std::shared_ptr<char[]> block_buffer();
+    /// Records that `source` keeps fetched block `block` in memory for its readers, and makes
+    /// the sources let go of the oldest such blocks past options().kept_blocks (context-wide,
+    /// RemoteSource::release_kept). Never throws.
+    void keep(std::weak_ptr<const RemoteSource> source, uint64_t block) noexcept;
     BlockCache& cache() noexcept { return cache_; }
     const RemoteOptions& options() const noexcept { return options_; }
 
@@ -86,6 +106,9 @@ private:
     RemoteOptions options_;
     HttpClient http_;
     BlockCache cache_;
+    std::shared_ptr<BufferPool> pool_;
+    std::mutex kept_mutex_;
+    std::deque<std::pair<std::weak_ptr<const RemoteSource>, uint64_t>> kept_;  // under kept_mutex_, oldest first
     mutable std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::function<void()>> jobs_;
@@ -108,8 +131,10 @@ private:
 /// disk, missing ones fetched (one ranged GET per block; concurrent reads of one block wait for
 /// a single fetch), and while a reader moves forward the next readahead_blocks blocks are
 /// fetched in the background. A fetched block is served from memory at once; a store thread
-/// of the context writes it to a temporary in the cache (staged: then read from there, the
-/// memory is freed) and a commit thread makes it durable and present (fdatasync + rename).
+/// of the context writes it to a temporary in the cache (staged, O_DIRECT: not in the page
+/// cache) and a commit thread makes it durable and present (fdatasync + rename). The block
+/// stays in memory while it is among the context's last kept_blocks fetched blocks (readers
+/// behind the read-ahead find it there), then readers read it from the cache.
 /// A fetch whose answer has another validator marks the source changed(): no byte of the new
 /// version is ever served through it.
 /// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
@@ -143,6 +168,11 @@ public:
     /// Index of the first block the block cache does not hold with its full length, or
     /// block_count() when every block is cached (what `prefetch` checks). Never throws.
     uint64_t first_uncached_block() const noexcept;
+
+    /// Lets go of the in-memory bytes of fetched block `block` (RemoteContext::keep), at once
+    /// when it is stored, else once its store ends: readers then read it from the cache.
+    /// Never throws.
+    void release_kept(uint64_t block) const noexcept;
 
     /// The FilePart of this source for the catalog: path = display name, st = S_IFREG | 0444,
     /// owner the daemon's user, mtime Last-Modified.
@@ -187,7 +217,10 @@ private:
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
     mutable std::set<uint64_t> fetching_;  // blocks being downloaded
-    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;  // downloaded, being staged
+    /// Fetched blocks in memory: being stored, or stored and kept (kept_) for readers.
+    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;
+    mutable std::set<uint64_t> kept_;     // blocks of fresh_ registered with RemoteContext::keep
+    mutable std::set<uint64_t> storing_;  // blocks of fresh_ whose store_block has not finished
     mutable std::map<uint64_t, std::string> staged_;  // staged temporary path, being committed
 };
 

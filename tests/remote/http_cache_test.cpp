@@ -119,9 +119,11 @@ TEST_F(HttpClientTest, NotFoundIsOneLineWithoutTheQuery) {
 /// stalls every store of a 1-byte-bounded cache.
 class RemoteSourceStoreTest : public HttpClientTest {
 protected:
-    std::shared_ptr<RemoteContext> context(uint64_t max_bytes, unsigned commit_threads = 2) {
+    std::shared_ptr<RemoteContext> context(uint64_t max_bytes, unsigned commit_threads = 2,
+                                           unsigned kept_blocks = RemoteOptions{}.kept_blocks) {
         RemoteOptions o;
         o.commit_threads = commit_threads;
+        o.kept_blocks = kept_blocks;
         o.http = quick();
         o.cache_dir = cache_.path();
         o.cache_max_bytes = max_bytes;
@@ -155,11 +157,12 @@ TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
     EXPECT_TRUE(got == big_.substr(at, got.size()));
 }
 
-/// Fetched blocks leave the daemon's memory once written to the page cache (staged), long before
-/// the disk has them (commit: fdatasync + rename): while commits are held up, reads are served
-/// from the staged temporaries, which are not present blocks until committed.
+/// Fetched blocks the context no longer keeps in memory (kept_blocks 0 here: at once) are read
+/// from their staged temporaries, long before the disk has them for sure (commit: fdatasync +
+/// rename): while commits are held up, reads are served from the staged temporaries, which are
+/// not present blocks until committed.
 TEST_F(RemoteSourceStoreTest, StagedBlocksAreServedFromTheirTemporariesUntilCommitted) {
-    auto ctx = context(1, 1);  // 1-byte bound: every commit evicts, under DIR/v1/lock
+    auto ctx = context(1, 1, 0);  // 1-byte bound: every commit evicts, under DIR/v1/lock
     auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
     const std::string key = BlockCache::object_key(server_->base_url() + "/big.bin", src->validator());
     const std::string objects = cache_.path() + "/v1/objects/" + key;
@@ -300,6 +303,61 @@ TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasTheNextOnesReadA
     } while ((two.first < two.second || three.first < three.second) && std::chrono::steady_clock::now() < deadline);
     EXPECT_EQ(two.first, two.second) << "block 2: pages in the page cache";
     EXPECT_EQ(three.first, three.second) << "block 3: pages in the page cache";
+}
+
+/// A fetched block goes to the cache past the page cache (O_DIRECT) and stays in memory while it
+/// is among the context's last kept_blocks fetched blocks; older ones are read from the cache.
+TEST_F(RemoteSourceStoreTest, FetchedBlocksAreWrittenPastThePageCacheAndTheLastOnesKeptInMemory) {
+    const std::string url = server_->base_url() + "/big.bin";
+    auto ctx = context(0, 2, 2);  // keeps 2 blocks
+    auto src = RemoteSource::open(ctx, url);  // stores block 0 (not kept)
+    std::string all(big_.size(), '\0');
+    ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));  // fetches 1, 2, 3
+    ASSERT_TRUE(all == big_);
+    ctx->flush();  // every block staged and committed
+    const std::string objects = cache_.path() + "/v1/objects/" + BlockCache::object_key(url, src->validator()) + "/";
+    int probe = ::open((objects + ".probe").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_DIRECT, 0600);
+    const bool direct = probe >= 0;
+    if (probe >= 0) ::close(probe);
+    ::unlink((objects + ".probe").c_str());
+    for (int b = 1; b < 3; ++b) {  // (block 0 was read back from the cache)
+        const auto [in, pages] = resident_pages(objects + std::to_string(b));
+        EXPECT_EQ(pages, BlockCache::kBlockSize / 4096) << "block " << b;
+        if (direct) EXPECT_EQ(in, 0u) << "block " << b << " was written through the page cache";
+    }
+    // Mark blocks 1 and 2 in the cache: block 1 (let go) is read from there, block 2 (kept)
+    // from memory.
+    for (int b : {1, 2}) {
+        int fd = ::open((objects + std::to_string(b)).c_str(), O_WRONLY | O_CLOEXEC);
+        ASSERT_GE(fd, 0) << "block " << b << " not cached";
+        ASSERT_EQ(::pwrite(fd, "CACHED-BLOCKFILE", 16, 0), 16);
+        ::close(fd);
+    }
+    char got[16];
+    ASSERT_EQ(src->pread(got, 16, BlockCache::kBlockSize), 16);
+    EXPECT_EQ(std::string(got, 16), "CACHED-BLOCKFILE") << "block 1 was still held in memory";
+    ASSERT_EQ(src->pread(got, 16, 2 * BlockCache::kBlockSize), 16);
+    EXPECT_EQ(std::string(got, 16), big_.substr(2 * BlockCache::kBlockSize, 16)) << "block 2 was not kept in memory";
+}
+
+TEST(RemoteContextBuffers, AreReusedPageAlignedAndOutliveTheContext) {
+    gguf_test::TempDir tmp;
+    RemoteOptions o;
+    o.cache_dir = tmp / "c";
+    o.idle_buffers = 1;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    std::shared_ptr<char[]> a = ctx->block_buffer();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.get()) % 4096, 0u);
+    a[BlockCache::kBlockSize - 1] = 'x';  // the whole block is usable
+    char* first = a.get();
+    a.reset();
+    std::shared_ptr<char[]> b = ctx->block_buffer();
+    EXPECT_EQ(b.get(), first) << "a buffer let go was not reused";
+    EXPECT_EQ(b[BlockCache::kBlockSize - 1], 'x');
+    ctx.reset();
+    b[0] = 'y';  // still mapped after the context is gone
+    b.reset();
 }
 
 TEST_F(RemoteSourceStoreTest, StoresQueuedAtDestructionAreAllWrittenDurably) {
