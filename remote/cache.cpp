@@ -76,55 +76,58 @@ int write_temporary(const std::string& dir, const char* data, size_t len, std::s
 
 constexpr size_t kDirectAlign = 4096;  // O_DIRECT: address, offset and length in whole pages
 
-/// write_temporary without the page cache where the file system allows it: the whole pages of
-/// `data` are written with O_DIRECT (the caller's buffer goes to the device as it is), the
-/// tail of a block shorter than a page through the page cache. A fetched block is then copied
-/// once less, and into no fresh page: on the bench VM that copy into new page-cache pages was
-/// the largest single cost of a cold remote read (20 % of all CPU, perf), and the daemon keeps
-/// the block in memory for its readers anyway (RemoteSource). Falls back to write_temporary
-/// when `data` is not page-aligned or the file system refuses O_DIRECT (EINVAL: tmpfs before
-/// Linux 6.6, some FUSE file systems). 0 or -errno; the temporary is removed on failure.
-int write_temporary_direct(const std::string& dir, const char* data, size_t len, std::string* tmp) noexcept {
-    const size_t whole = len / kDirectAlign * kDirectAlign;
-    if (whole == 0 || reinterpret_cast<uintptr_t>(data) % kDirectAlign != 0) {
-        return write_temporary(dir, data, len, tmp);
-    }
+/// Creates a new temporary for a block in `dir` (its path into `*tmp`) and opens it for
+/// writing, with O_DIRECT where the file system allows it (`direct`). A descriptor or -errno.
+int open_temporary(const std::string& dir, std::string* tmp, bool direct) noexcept {
     try {
         *tmp = temp_name(dir);
     } catch (...) {
         return -ENOMEM;
     }
-    int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
-    if (fd < 0) return errno == EINVAL ? write_temporary(dir, data, len, tmp) : -errno;
+    const int flags = O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL;
+    int fd = ::open(tmp->c_str(), flags | (direct ? O_DIRECT : 0), 0600);
+    if (fd < 0 && direct && errno == EINVAL) {
+        // No O_DIRECT here (tmpfs before Linux 6.6, some FUSE file systems); the name is ours
+        // either way, so a file the refused open may have left is simply reused.
+        fd = ::open(tmp->c_str(), flags & ~O_EXCL, 0600);
+    }
+    return fd < 0 ? -errno : fd;
+}
+
+/// Writes the `len` bytes of a block to `fd` from offset 0 and cuts the file there. On an
+/// O_DIRECT descriptor the whole pages of a page-aligned `data` go to the device as they are,
+/// not through the page cache: a fetched block is then copied once less, and into no fresh
+/// page (on the bench VM that copy into new page-cache pages was the largest single cost of a
+/// cold remote read, 20 % of all CPU by perf; the daemon keeps its last fetched blocks in
+/// memory for readers anyway, RemoteSource). The tail of a block shorter than a page, and
+/// whatever O_DIRECT refuses, go through the page cache. 0 or -errno.
+int write_block(int fd, const char* data, size_t len) noexcept {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) return -errno;
     size_t done = 0;
-    int rc = 0;
-    while (done < whole) {
-        ssize_t w = ::pwrite(fd, data + done, whole - done, static_cast<off_t>(done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno != EINVAL) rc = -errno;
-        if (w <= 0 || static_cast<size_t>(w) % kDirectAlign != 0) {
-            if (w > 0) done += static_cast<size_t>(w);
-            break;  // refused or cut short: the rest goes through the page cache
+    if ((flags & O_DIRECT) != 0) {
+        const size_t whole =
+            reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0 ? len / kDirectAlign * kDirectAlign : 0;
+        while (done < whole) {
+            ssize_t w = ::pwrite(fd, data + done, whole - done, static_cast<off_t>(done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno != EINVAL) return -errno;
+            if (w <= 0) break;  // refused: the rest through the page cache
+            done += static_cast<size_t>(w);
+            if (done % kDirectAlign != 0) break;  // cut short off a page boundary
         }
+        if (done < len && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return -errno;
+    }
+    while (done < len) {
+        ssize_t w = ::pwrite(fd, data + done, len - done, static_cast<off_t>(done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? -errno : -EIO;
         done += static_cast<size_t>(w);
     }
-    if (rc == 0 && done < len) {
-        // The tail (and whatever O_DIRECT did not take) through the page cache.
-        const int flags = ::fcntl(fd, F_GETFL);
-        if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) rc = -errno;
-        while (rc == 0 && done < len) {
-            ssize_t w = ::pwrite(fd, data + done, len - done, static_cast<off_t>(done));
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) {
-                rc = w < 0 ? -errno : -EIO;
-                break;
-            }
-            done += static_cast<size_t>(w);
-        }
-    }
-    ::close(fd);
-    if (rc != 0) ::unlink(tmp->c_str());
-    return rc;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return -errno;
+    if (static_cast<uint64_t>(st.st_size) != len && ::ftruncate(fd, static_cast<off_t>(len)) != 0) return -errno;
+    return 0;
 }
 
 /// Makes the temporary `tmp` durable (fdatasync) and renames it to `final_path`. 0 or -errno;
@@ -271,6 +274,18 @@ bool BlockCache::will_need(const std::string& key, uint64_t block, uint64_t bloc
     return present;
 }
 
+void BlockCache::drop_pages(const std::string& key, uint64_t block) const noexcept {
+    int fd = -1;
+    try {
+        fd = ::open(block_path(key, block).c_str(), O_RDONLY | O_CLOEXEC);
+    } catch (...) {
+        return;
+    }
+    if (fd < 0) return;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
 int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
     std::string tmp;
     int rc = stage(key, block, data, len, &tmp);
@@ -288,7 +303,15 @@ int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* da
     try {
         const std::string od = dir_ + "/objects/" + key;
         if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-        return write_temporary_direct(od, data, len, tmp);
+        int fd = open_temporary(od, tmp, true);
+        if (fd < 0) {
+            if (!tmp->empty()) ::unlink(tmp->c_str());
+            return fd;
+        }
+        int rc = write_block(fd, data, len);
+        ::close(fd);
+        if (rc != 0) ::unlink(tmp->c_str());
+        return rc;
     } catch (...) {
         return -ENOMEM;
     }

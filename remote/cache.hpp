@@ -13,7 +13,8 @@
 // fdatasync()ed and rename()d to its final name (commit); a block file that exists therefore holds
 // its final bytes, whatever moment a kill -9 or a crash hit (the temporary is left behind and
 // swept later). Between the two steps the staged temporary is readable by its writer
-// (read_staged): the bytes sit in the page cache while the disk catches up, as a download's do.
+// (read_staged). Blocks are written past the page cache (O_DIRECT) where the file system allows
+// it; the daemon keeps its last fetched blocks in memory for readers (RemoteSource).
 // Several daemons may share DIR: renames are atomic, two fetches of one block write the same
 // bytes, readers hold flock(LOCK_SH) on a block file while reading it, and eviction (under the
 // DIR lock) skips blocks that are locked.
@@ -69,14 +70,22 @@ public:
     /// disk's small default read-ahead. Never throws.
     bool will_need(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
+    /// Drops block `block`'s pages from the page cache (posix_fadvise DONTNEED), for a reader
+    /// that has moved on: the bytes it read live on in the mounted file's own page cache, and
+    /// freed pages are reused where fresh ones cost a fault each (fs/ops.cpp
+    /// drop_served_shard_pages does the same for local shards). Never throws.
+    void drop_pages(const std::string& key, uint64_t block) const noexcept;
+
     /// Stores a block durably: stage() then commit(). Returns 0 or -errno (a full disk only costs
     /// a refetch later). Never throws.
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
 
     /// First half of a store: writes the `len` bytes of block `block` of object `key` to a new
-    /// temporary file (name starting with ".tmp.") in the object's directory, without fdatasync:
-    /// the block is not present yet. `*tmp` receives the temporary's path. Returns 0 or -errno
-    /// (the temporary is removed on failure). Never throws.
+    /// temporary file (name starting with ".tmp.") in the object's directory, without
+    /// fdatasync: the block is not present yet. Whole pages of a page-aligned `data` bypass the
+    /// page cache (O_DIRECT, where the file system allows it): read_staged then reads from disk.
+    /// `*tmp` receives the temporary's path. Returns 0 or -errno (the temporary is removed on
+    /// failure). Never throws.
     int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp) noexcept;
 
     /// Second half: fdatasync()s the staged temporary `tmp` (any descriptor of the file flushes

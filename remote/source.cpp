@@ -406,6 +406,7 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     int rc = 0;
     std::shared_ptr<char[]> buf;
     size_t got = 0;  // == len (get_range throws on a short answer)
+    const bool store = context_->options().store_blocks;
     const auto t0 = std::chrono::steady_clock::now();
     if (context_->options().offline) {
         if (!offline_logged_.exchange(true)) {
@@ -434,7 +435,6 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     }
     // Readers take the bytes from memory at once: fresh_ holds them while they are being
     // stored and, stored, while the context keeps them (RemoteContext::keep).
-    const bool store = context_->options().store_blocks;
     bool kept = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -574,6 +574,17 @@ void RemoteSource::read_ahead(uint64_t block) const noexcept {
     }
 }
 
+void RemoteSource::drop_behind(uint64_t block) const noexcept {
+    const unsigned lag = context_->options().drop_lag_blocks;
+    if (lag == 0 || block < lag) return;
+    const uint64_t behind = block - lag;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (fresh_.count(behind) || staged_.count(behind)) return;  // in memory, or not in its final file yet
+    }
+    context_->cache().drop_pages(key_, behind);
+}
+
 ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexcept {
     if (offset >= info_.size) return 0;
     len = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
@@ -588,7 +599,10 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         // A reader that moves on from the previous block into this one is sequential (re-reads
         // inside one block, like the header reads of planning, are not).
         const uint64_t prev = next_block_.exchange(block + 1);
-        if (prev == block) read_ahead(block);
+        if (prev == block) {
+            read_ahead(block);
+            drop_behind(block);
+        }
         ssize_t r = -ENOENT;
         std::shared_ptr<const char[]> bytes = fresh(block);
         if (!bytes) r = read_stored(block, blen, in_block, n, out + done);

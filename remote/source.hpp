@@ -46,8 +46,13 @@ struct RemoteOptions {
     /// page cache (O_DIRECT, BlockCache::stage), so this is what a reader behind the read-ahead
     /// finds instead of a disk read: at least readahead_blocks + 1 for a sequential reader.
     unsigned kept_blocks = 10;
+    /// A sequential reader entering block B has the page-cache pages of cached block
+    /// B - drop_lag_blocks dropped (BlockCache::drop_pages; 0: never). The lag covers the FUSE
+    /// read-ahead requests still in flight and served out of order (12 of 1 MiB), as
+    /// fs/ops.cpp's kDropLag does for local shards.
+    unsigned drop_lag_blocks = 5;
     /// Block buffers kept for reuse when let go (4 MiB each; RemoteContext::block_buffer).
-    unsigned idle_buffers = 2;
+    unsigned idle_buffers = 4;
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
@@ -192,12 +197,16 @@ private:
     /// For each block of the window after `block` (readahead_blocks): a cached one is read ahead
     /// from disk (BlockCache::will_need), a missing one is fetched by a worker (not --offline).
     void read_ahead(uint64_t block) const noexcept;
+    /// For a sequential reader that entered `block`: drops the page-cache pages of the cached
+    /// block options().drop_lag_blocks behind it (the mounted file's page cache holds its bytes).
+    void drop_behind(uint64_t block) const noexcept;
     /// Reads [in_block, in_block + n) of block `block` (`blen` bytes) from the cache: its final
     /// file, else its staged temporary, else the final file again (committed meanwhile). Returns
     /// n, -ENOENT when neither holds it, or -errno.
     ssize_t read_stored(uint64_t block, uint64_t blen, uint64_t in_block, size_t n, char* dst) const noexcept;
-    /// Stages fetched block `block` in the cache (fresh_ -> staged_, freeing its memory), then
-    /// queues its commit (if the source still exists, it is tracked until committed).
+    /// Stages fetched block `block` in the cache (a temporary, tracked in staged_), then queues
+    /// its commit (if the source still exists, it is tracked until committed). The bytes stay
+    /// in fresh_ while kept_ has them.
     static void store_block(const std::weak_ptr<const RemoteSource>& weak, RemoteContext& context,
                             const std::string& key, const std::string& name, uint64_t block,
                             const std::shared_ptr<const char[]>& buf, size_t len) noexcept;

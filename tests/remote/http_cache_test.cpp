@@ -360,6 +360,45 @@ TEST(RemoteContextBuffers, AreReusedPageAlignedAndOutliveTheContext) {
     b.reset();
 }
 
+/// A sequential reader of cached blocks has the pages of the blocks drop_lag_blocks behind it
+/// dropped from the page cache, as local shards' are (fs/ops.cpp): the mounted file's page cache
+/// holds those bytes, and reused pages are cheaper than fresh ones.
+TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasThoseFarBehindDropped) {
+    const std::string url = server_->base_url() + "/big.bin";
+    std::string key;
+    {
+        auto ctx = context(0);
+        auto src = RemoteSource::open(ctx, url);
+        std::string all(big_.size(), '\0');
+        ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
+        key = BlockCache::object_key(url, src->validator());
+    }  // every block committed
+    const std::string objects = cache_.path() + "/v1/objects/" + key + "/";
+    RemoteOptions o;
+    o.http = quick();
+    o.cache_dir = cache_.path();
+    o.offline = true;  // from the cache alone
+    o.readahead_blocks = 0;
+    o.drop_lag_blocks = 2;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    auto src = RemoteSource::open(ctx, url);
+    std::string got(1 << 20, '\0');
+    for (uint64_t at = 0; at < big_.size(); at += got.size()) {  // 1 MiB reads, in order
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(got.size(), big_.size() - at));
+        ASSERT_EQ(src->pread(&got[0], n, at), static_cast<ssize_t>(n));
+        ASSERT_TRUE(std::memcmp(got.data(), big_.data() + at, n) == 0) << "at " << at;
+    }
+    // Entering blocks 2 and 3 dropped blocks 0 and 1; blocks 2 and 3 stay.
+    for (int b = 0; b < 4; ++b) {
+        const auto [in, pages] = resident_pages(objects + std::to_string(b));
+        if (b < 2) {
+            EXPECT_EQ(in, 0u) << "block " << b << " still in the page cache";
+        } else {
+            EXPECT_EQ(in, pages) << "block " << b << " dropped while the reader was in it";
+        }
+    }
+}
+
 TEST_F(RemoteSourceStoreTest, StoresQueuedAtDestructionAreAllWrittenDurably) {
     auto ctx = context(0);
     auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
