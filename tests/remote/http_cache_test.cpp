@@ -130,6 +130,25 @@ protected:
         o.readahead_blocks = 0;  // only the reader's own fetches
         return std::make_shared<RemoteContext>(o);
     }
+    /// Reads all of `url` through a context of its own, so that every block is cached and
+    /// committed; returns the directory of its block files (ending in '/').
+    std::string cache_all(const std::string& url) {
+        auto ctx = context(0);
+        auto src = RemoteSource::open(ctx, url);
+        std::string all(static_cast<size_t>(src->size()), '\0');
+        EXPECT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
+        return cache_.path() + "/v1/objects/" + BlockCache::object_key(url, src->validator()) + "/";
+    }
+    /// A context reading the cache alone (--offline).
+    std::shared_ptr<RemoteContext> offline_context(unsigned readahead_blocks, unsigned drop_lag_blocks) {
+        RemoteOptions o;
+        o.http = quick();
+        o.cache_dir = cache_.path();
+        o.offline = true;
+        o.readahead_blocks = readahead_blocks;
+        o.drop_lag_blocks = drop_lag_blocks;
+        return std::make_shared<RemoteContext>(o);
+    }
     void SetUp() override {
         HttpClientTest::SetUp();
         if (IsSkipped()) return;
@@ -266,15 +285,7 @@ std::pair<size_t, size_t> resident_pages(const std::string& path) {
 /// file was faulted in with the disk's small read-ahead; 0.85-1.1x with it).
 TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasTheNextOnesReadAheadFromDisk) {
     const std::string url = server_->base_url() + "/big.bin";
-    std::string key;
-    {
-        auto ctx = context(0);
-        auto src = RemoteSource::open(ctx, url);
-        std::string all(big_.size(), '\0');
-        ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
-        key = BlockCache::object_key(url, src->validator());
-    }  // every block committed
-    const std::string objects = cache_.path() + "/v1/objects/" + key + "/";
+    const std::string objects = cache_all(url);
     for (int b = 0; b < 4; ++b) {  // out of the page cache (clean pages: dropped at once)
         int fd = ::open((objects + std::to_string(b)).c_str(), O_RDONLY | O_CLOEXEC);
         ASSERT_GE(fd, 0) << "block " << b << " not cached";
@@ -282,12 +293,7 @@ TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasTheNextOnesReadA
         ::close(fd);
     }
     if (resident_pages(objects + "2").first != 0) GTEST_SKIP() << "the page cache kept block 2 after DONTNEED";
-    RemoteOptions o;
-    o.http = quick();
-    o.cache_dir = cache_.path();
-    o.offline = true;  // from the cache alone
-    o.readahead_blocks = 8;
-    auto ctx = std::make_shared<RemoteContext>(o);
+    auto ctx = offline_context(8, RemoteOptions{}.drop_lag_blocks);
     auto src = RemoteSource::open(ctx, url);
     char b[4096];
     ASSERT_EQ(src->pread(b, sizeof b, 0), static_cast<ssize_t>(sizeof b));
@@ -365,22 +371,8 @@ TEST(RemoteContextBuffers, AreReusedPageAlignedAndOutliveTheContext) {
 /// holds those bytes, and reused pages are cheaper than fresh ones.
 TEST_F(RemoteSourceStoreTest, ASequentialReaderOfCachedBlocksHasThoseFarBehindDropped) {
     const std::string url = server_->base_url() + "/big.bin";
-    std::string key;
-    {
-        auto ctx = context(0);
-        auto src = RemoteSource::open(ctx, url);
-        std::string all(big_.size(), '\0');
-        ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
-        key = BlockCache::object_key(url, src->validator());
-    }  // every block committed
-    const std::string objects = cache_.path() + "/v1/objects/" + key + "/";
-    RemoteOptions o;
-    o.http = quick();
-    o.cache_dir = cache_.path();
-    o.offline = true;  // from the cache alone
-    o.readahead_blocks = 0;
-    o.drop_lag_blocks = 2;
-    auto ctx = std::make_shared<RemoteContext>(o);
+    const std::string objects = cache_all(url);
+    auto ctx = offline_context(0, 2);
     auto src = RemoteSource::open(ctx, url);
     std::string got(1 << 20, '\0');
     for (uint64_t at = 0; at < big_.size(); at += got.size()) {  // 1 MiB reads, in order
