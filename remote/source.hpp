@@ -52,7 +52,7 @@ struct RemoteOptions {
     /// fs/ops.cpp's kDropLag does for local shards.
     unsigned drop_lag_blocks = 5;
     /// Block buffers kept for reuse when let go (4 MiB each; RemoteContext::block_buffer).
-    unsigned idle_buffers = 4;
+    unsigned idle_buffers = 2;
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
