@@ -460,8 +460,9 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     if (!store) return 0;  // stays in fresh_ until read to its end
     // The cache gets the bytes off the read path: write, fdatasync and rename took 10-80 ms per
     // block on the bench VM against 5-10 ms for its transfer on loopback; the fdatasync also
-    // runs apart from the write (commit threads), so the disk lags behind the network as a
-    // download's writeback does, by at most unsynced_blocks blocks.
+    // runs apart from the write (commit threads), so the commits lag behind the network as a
+    // download's writeback does, by at most unsynced_blocks blocks. The write itself (O_DIRECT)
+    // paces the fetches once pending_stores blocks wait for it.
     std::weak_ptr<const RemoteSource> weak = weak_from_this();
     RemoteContext& context = *context_;
     try {

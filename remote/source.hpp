@@ -35,10 +35,10 @@ struct RemoteOptions {
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
     unsigned pending_stores = 4;
     unsigned store_threads = 2;  ///< stages (write to a temporary, no fdatasync) running at once
-    /// Staged blocks (written to the page cache, 4 MiB each) waiting for fdatasync + rename; past
-    /// it staging waits. The bytes live in the kernel's page cache, not the daemon's memory: this
-    /// bounds how far the disk may lag behind the network (2 GiB), as a download's dirty pages do.
-    /// With a cache_max_bytes bound, at most a quarter of it (at least 1 block).
+    /// Staged blocks (written to their temporaries, 4 MiB each) waiting for fdatasync + rename;
+    /// past it staging waits. This bounds how far the commits may lag behind the network (2 GiB
+    /// of temporaries, which a kill -9 leaves behind), as a download's unsynced pages do. With a
+    /// cache_max_bytes bound, at most a quarter of it (at least 1 block).
     unsigned unsynced_blocks = 512;
     unsigned commit_threads = 2;  ///< commits (fdatasync + rename) running at once
     /// Fetched blocks kept in memory for readers, context-wide (the last ones fetched; 4 MiB
