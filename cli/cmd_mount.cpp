@@ -250,11 +250,11 @@ int run_mount(int argc, char** argv) {
     if (!remote_source) {
         struct stat source_st {};
         if (::stat(source_arg.c_str(), &source_st) != 0) {
-            spdlog::error("{}: {}", source_arg, std::strerror(errno));
+            spdlog::error("SOURCE {}: {}; nothing mounted", source_arg, std::strerror(errno));
             return 1;
         }
         if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
-            spdlog::error("{}: not a directory or a regular file", source_arg);
+            spdlog::error("SOURCE {}: not a directory or a regular file; nothing mounted", source_arg);
             return 1;
         }
         // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to

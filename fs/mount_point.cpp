@@ -40,6 +40,33 @@ std::string decode_field(const std::string& s) {
     return out;
 }
 
+/// Sub-folders of a non-empty mount point looked into for models (the swap check).
+constexpr size_t kSwapCheckFolders = 64;
+
+/// True when `name` ends in ".gguf".
+bool is_gguf_name(const std::string& name) {
+    return name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0;
+}
+
+/// The first "FOLDER/NAME.gguf" in the given sub-folders of `dir`, or "". Folders that are
+/// mount points (/proc/self/mountinfo) are skipped, never listed.
+std::string model_in_folders(const std::string& dir, const std::vector<std::string>& folders);
+
+/// True when `path` is a directory that can be listed and holds no entry.
+bool directory_is_empty(const std::string& path) {
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return false;
+    bool empty = true;
+    while (dirent* ent = ::readdir(d)) {
+        if (std::strcmp(ent->d_name, ".") != 0 && std::strcmp(ent->d_name, "..") != 0) {
+            empty = false;
+            break;
+        }
+    }
+    ::closedir(d);
+    return empty;
+}
+
 /// `s` quoted for a shell command line when it holds anything but [A-Za-z0-9/._+-].
 std::string shell_quote(const std::string& s) {
     bool plain = !s.empty();
@@ -136,6 +163,39 @@ std::optional<MountInfo> topmost_mount(const std::string& mount_point) {
     return found;
 }
 
+namespace {
+
+std::string model_in_folders(const std::string& dir, const std::vector<std::string>& folders) {
+    std::vector<MountInfo> mounts;
+    {
+        std::ifstream in("/proc/self/mountinfo");
+        if (!in) return "";  // cannot tell what is mounted: list nothing
+        std::stringstream ss;
+        ss << in.rdbuf();
+        mounts = parse_mountinfo(ss.str());
+    }
+    for (const std::string& folder : folders) {
+        const std::string path = dir + "/" + folder;
+        bool mounted = false;
+        for (const MountInfo& m : mounts) mounted = mounted || is_inside(m.mount_point, path);
+        if (mounted) continue;  // a mount on or below the folder: never listed
+        DIR* d = ::opendir(path.c_str());
+        if (!d) continue;
+        std::string model;
+        while (dirent* ent = ::readdir(d)) {
+            if (is_gguf_name(ent->d_name)) {
+                model = folder + "/" + ent->d_name;
+                break;
+            }
+        }
+        ::closedir(d);
+        if (!model.empty()) return model;
+    }
+    return "";
+}
+
+}  // namespace
+
 std::string absolute_mount_path(const std::string& path) {
     std::string p = path;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -216,22 +276,34 @@ MountPointCheck prepare_mount_point(const std::string& mountpoint, const std::st
             return result;
         }
         std::string first, model;  // the first name; the first GGUF file name, if any
+        std::vector<std::string> folders;  // sub-folders, looked into below when no model is on top
         while (dirent* ent = ::readdir(d)) {
             if (std::strcmp(ent->d_name, ".") == 0 || std::strcmp(ent->d_name, "..") == 0) continue;
             const std::string name = ent->d_name;
             if (first.empty()) first = name;
-            if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) {
+            if (is_gguf_name(name)) {
                 model = name;
                 break;
             }
+            if (ent->d_type == DT_DIR && name[0] != '.' && folders.size() < kSwapCheckFolders) folders.push_back(name);
         }
         ::closedir(d);
+        // Model directories often hold one sub-folder per quantization: look one level down,
+        // never into anything mounted there (a dead or hung mount would block the listing).
+        if (model.empty() && !folders.empty()) model = model_in_folders(mountpoint, folders);
         if (!model.empty()) {
             // Most likely SOURCE and MOUNTPOINT were given the wrong way round: mounting over the
             // models would hide them, so --allow-non-empty is not offered as the fix.
             result.refusal = mountpoint + ": mount point holds models (e.g. '" + model +
                              "'); did you swap SOURCE and MOUNTPOINT? The order is 'gguf-mount SOURCE "
                              "MOUNTPOINT' (MOUNTPOINT an empty directory)";
+            return result;
+        }
+        if (!first.empty() && directory_is_empty(source)) {
+            // An empty SOURCE and a full mount point: the wrong way round as well.
+            result.refusal = mountpoint + ": mount point is not empty (it holds '" + first + "') and SOURCE " + source +
+                             " is an empty directory; did you swap SOURCE and MOUNTPOINT? The order is "
+                             "'gguf-mount SOURCE MOUNTPOINT' (MOUNTPOINT an empty directory)";
             return result;
         }
         if (!first.empty()) {

@@ -288,7 +288,7 @@ void BlockCache::drop_pages(const std::string& key, uint64_t block) const noexce
 
 int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
     std::string tmp;
-    int rc = stage(key, block, data, len, &tmp);
+    int rc = stage(key, block, data, len, &tmp, false);
     if (rc == 0) rc = commit(key, block, tmp, len);
     if (rc == 0) evict_if_over();
     return rc;
@@ -298,12 +298,12 @@ void BlockCache::evict_if_over() noexcept {
     if (max_bytes_ && used_.load() > max_bytes_) evict();
 }
 
-int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* data, size_t len,
-                      std::string* tmp) noexcept {
+int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* data, size_t len, std::string* tmp,
+                      bool direct) noexcept {
     try {
         const std::string od = dir_ + "/objects/" + key;
         if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-        int fd = open_temporary(od, tmp, true);
+        int fd = open_temporary(od, tmp, direct);
         if (fd < 0) {
             if (!tmp->empty()) ::unlink(tmp->c_str());
             return fd;

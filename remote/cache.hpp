@@ -76,17 +76,19 @@ public:
     /// drop_served_shard_pages does the same for local shards). Never throws.
     void drop_pages(const std::string& key, uint64_t block) const noexcept;
 
-    /// Stores a block durably: stage() then commit(). Returns 0 or -errno (a full disk only costs
-    /// a refetch later). Never throws.
+    /// Stores a block durably: stage() through the page cache (not `direct`: this is the block
+    /// a source is opened with, whose header planning reads back at once), then commit().
+    /// Returns 0 or -errno (a full disk only costs a refetch later). Never throws.
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
 
     /// First half of a store: writes the `len` bytes of block `block` of object `key` to a new
     /// temporary file (name starting with ".tmp.") in the object's directory, without
-    /// fdatasync: the block is not present yet. Whole pages of a page-aligned `data` bypass the
-    /// page cache (O_DIRECT, where the file system allows it): read_staged then reads from disk.
-    /// `*tmp` receives the temporary's path. Returns 0 or -errno (the temporary is removed on
-    /// failure). Never throws.
-    int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp) noexcept;
+    /// fdatasync: the block is not present yet. With `direct`, whole pages of a page-aligned
+    /// `data` bypass the page cache (O_DIRECT, where the file system allows it; read_staged then
+    /// reads from disk); without, the bytes go through the page cache. `*tmp` receives the
+    /// temporary's path. Returns 0 or -errno (the temporary is removed on failure). Never throws.
+    int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp,
+              bool direct = true) noexcept;
 
     /// Second half: fdatasync()s the staged temporary `tmp` (any descriptor of the file flushes
     /// its pages), renames it to the block's final name (now present) and counts its `len`

@@ -363,14 +363,50 @@ TEST_F(MountPoint, NonEmptyMountPointIsRefusedUnlessAllowed) {
 
 // SOURCE and MOUNTPOINT swapped: the "mount point" holds the shards. Said so, and
 // --allow-non-empty (which would hide the models) is not offered.
-TEST_F(MountPoint, SwappedArgumentsAreNamedAsSuch) {
-    copy_case_shards("notensors/t7", src_);
-    auto r = run_refused(mnt_, src_);
+/// Runs gguf-mount with SOURCE and MOUNTPOINT swapped (`empty` as SOURCE, the model directory
+/// `models` as the mount point) and expects the refusal that names `model` (as found in
+/// `models`) and the right order.
+void expect_refused_as_swapped(const std::string& empty, const std::string& models, const std::string& model) {
+    auto r = run_refused(empty, models);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "gguf-mount: error: " + src_ + ": mount point holds models (e.g. 'notensors-00001-of-00001.gguf'); " +
+    EXPECT_EQ(r.err, "gguf-mount: error: " + models + ": mount point holds models (e.g. '" + model + "'); " +
                          "did you swap SOURCE and MOUNTPOINT? The order is 'gguf-mount SOURCE MOUNTPOINT' " +
                          "(MOUNTPOINT an empty directory); nothing mounted\n");
+    EXPECT_EQ(mounts_on(models), 0u);
+}
+
+TEST_F(MountPoint, SwappedArgumentsAreNamedAsSuch) {
+    copy_case_shards("notensors/t7", src_);
+    expect_refused_as_swapped(mnt_, src_, "notensors-00001-of-00001.gguf");
+}
+
+// The same with the models one folder down (a folder per quantization, as model directories
+// often are): before, the message offered --allow-non-empty, which hid the models.
+TEST_F(MountPoint, SwappedArgumentsWithModelsInSubFoldersAreNamedAsSuch) {
+    ASSERT_EQ(::mkdir((src_ + "/Q4").c_str(), 0755), 0);
+    copy_case_shards("notensors/t7", src_ + "/Q4");
+    gguf_test::write_file(src_ + "/README.md", "models\n");
+    expect_refused_as_swapped(mnt_, src_, "Q4/notensors-00001-of-00001.gguf");
+}
+
+// An empty SOURCE and a mount point holding files: said to be swapped too, and
+// --allow-non-empty is not offered.
+TEST_F(MountPoint, AnEmptySourceAndAFullMountPointAreNamedAsSwapped) {
+    gguf_test::write_file(src_ + "/notes.txt", "mine\n");
+    auto r = run_refused(mnt_, src_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: " + src_ + ": mount point is not empty (it holds 'notes.txt') and SOURCE " +
+                         mnt_ + " is an empty directory; did you swap SOURCE and MOUNTPOINT? The order is " +
+                         "'gguf-mount SOURCE MOUNTPOINT' (MOUNTPOINT an empty directory); nothing mounted\n");
     EXPECT_EQ(mounts_on(src_), 0u);
+}
+
+// A SOURCE that does not exist is named as SOURCE, and nothing is mounted.
+TEST_F(MountPoint, AMissingSourceIsNamedAsSource) {
+    auto r = run_refused(src_ + "/nothere", mnt_);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "gguf-mount: error: SOURCE " + src_ + "/nothere: No such file or directory; nothing mounted\n");
+    EXPECT_EQ(mounts_on(mnt_), 0u);
 }
 
 TEST_F(MountPoint, MountPointInsideSourceIsNeverScannedAndUnmounts) {

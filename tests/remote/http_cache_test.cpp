@@ -346,6 +346,18 @@ TEST_F(RemoteSourceStoreTest, FetchedBlocksAreWrittenPastThePageCacheAndTheLastO
     EXPECT_EQ(std::string(got, 16), big_.substr(2 * BlockCache::kBlockSize, 16)) << "block 2 was not kept in memory";
 }
 
+/// The block a source is opened with (block 0: the header planning reads at once) is stored
+/// through the page cache, so that read needs no disk read (1,200 shards: one each).
+TEST_F(RemoteSourceStoreTest, TheBlockASourceIsOpenedWithStaysInThePageCache) {
+    const std::string url = server_->base_url() + "/big.bin";
+    auto ctx = context(0);
+    auto src = RemoteSource::open(ctx, url);
+    const std::string block0 = cache_.path() + "/v1/objects/" + BlockCache::object_key(url, src->validator()) + "/0";
+    const auto [in, pages] = resident_pages(block0);
+    EXPECT_EQ(pages, BlockCache::kBlockSize / 4096);
+    EXPECT_EQ(in, pages) << "block 0 was written past the page cache";
+}
+
 TEST(RemoteContextBuffers, AreReusedPageAlignedAndOutliveTheContext) {
     gguf_test::TempDir tmp;
     RemoteOptions o;
