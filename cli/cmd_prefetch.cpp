@@ -97,11 +97,18 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
     };
     std::vector<Job> jobs;
     uint64_t total = 0;
+    uint64_t cached = 0;  // bytes of the blocks the cache holds now (not read again)
     for (const auto& s : sources) {
         total += s->size();
-        for (uint64_t b = 0; b < s->block_count(); ++b) jobs.push_back({s.get(), b});
+        for (uint64_t b = 0; b < s->block_count(); ++b) {
+            if (s->cached(b)) {
+                cached += s->block_length(b);
+            } else {
+                jobs.push_back({s.get(), b});
+            }
+        }
     }
-    ProgressBar bar("prefetching", total, progress_wanted(quiet));
+    ProgressBar bar("prefetching", total - cached, progress_wanted(quiet));
     std::atomic<size_t> next{0};
     std::atomic<uint64_t> done{0};
     std::atomic<unsigned> finished{0};
@@ -153,8 +160,10 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
         }
     }
     if (!quiet) {
-        spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}", remote::url_for_message(argument), sources.size(), total,
-                     context->cache().dir());
+        uint64_t fetched = 0;
+        for (const auto& s : sources) fetched += s->bytes_fetched();
+        spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}; {} bytes fetched now",
+                     remote::url_for_message(argument), sources.size(), total, context->cache().dir(), fetched);
     }
     return 0;
 }

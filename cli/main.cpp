@@ -23,7 +23,7 @@ void print_usage() {
         "  gguf-mount split [options] GGUF_IN PREFIX  split a model like llama.cpp's gguf-split\n"
         "  gguf-mount merge [options] SHARD1 OUT      merge a split set like gguf-split --merge\n"
         "                                             (SHARD1 may be an http(s):// URL: resumable download)\n"
-        "  gguf-mount prefetch [options] URL          fill the block cache for --offline mounts\n"
+        "  gguf-mount prefetch [options] URL|hf://... fill the block cache for --offline mounts\n"
         "\n"
         "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
         "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help' for the others.\n",

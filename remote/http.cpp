@@ -112,7 +112,8 @@ struct HttpClient::Attempt {
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
         if (status != 206) return status != 200 ? true : (refused = "the server ignored the Range request "
                                                                     "(answered 200 with the whole file); "
-                                                                    "gguf-mount needs HTTP Range support",
+                                                                    "gguf-mount needs HTTP Range support "
+                                                                    "(nginx, Apache and object stores have it)",
                                                           false);
         uint64_t a = 0, b = 0, t = 0;
         if (!parse_content_range(content_range, &a, &b, &t)) {

@@ -293,6 +293,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         size_t got = 0;
         ObjectInfo info = context->http().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
         auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, info));
+        src->bytes_fetched_ = got;
         if (!context->options().store_blocks) {
             // Kept in memory until read to its end (the header read, then the data copy).
             src->fresh_[0] = buf;
@@ -364,7 +365,7 @@ uint64_t RemoteSource::block_length(uint64_t block) const noexcept {
 uint64_t RemoteSource::first_uncached_block() const noexcept {
     const uint64_t n = block_count();
     for (uint64_t b = 0; b < n; ++b) {
-        if (!context_->cache().has(key_, b, block_length(b))) return b;
+        if (!cached(b)) return b;
     }
     return n;
 }
@@ -418,6 +419,7 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
         try {
             buf = context_->block_buffer();
             ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+            bytes_fetched_ += got;
             if ((!size_only_ && info.validator != info_.validator) || info.size != info_.size) {
                 if (!changed_.exchange(true)) {
                     spdlog::warn("{}: changed on the server (validator {} -> {}); cached blocks are still served, "

@@ -170,6 +170,14 @@ public:
 
     /// Number of BlockCache::kBlockSize blocks of the object (the last one may be shorter).
     uint64_t block_count() const noexcept { return (info_.size + BlockCache::kBlockSize - 1) / BlockCache::kBlockSize; }
+    /// Length of block `block` in bytes (BlockCache::kBlockSize, less for the last; 0 past the
+    /// end).
+    uint64_t block_length(uint64_t block) const noexcept;
+    /// Bytes of the object this source received from the server: its opening GET (block 0,
+    /// when not validated by a HEAD) and every block it fetched since. Never throws.
+    uint64_t bytes_fetched() const noexcept { return bytes_fetched_.load(); }
+    /// True when the block cache holds block `block` with its full length. Never throws.
+    bool cached(uint64_t block) const noexcept { return context_->cache().has(key_, block, block_length(block)); }
     /// Index of the first block the block cache does not hold with its full length, or
     /// block_count() when every block is cached (what `prefetch` checks). Never throws.
     uint64_t first_uncached_block() const noexcept;
@@ -187,7 +195,6 @@ private:
     RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info);
     /// get_range through the last resolved location, falling back to url_ (see the class note).
     ObjectInfo get_block(uint64_t offset, size_t len, char* dst, size_t* got) const;
-    uint64_t block_length(uint64_t block) const noexcept;
     /// Makes block `block` available: fetched by this call, or by another thread (waited for),
     /// or already cached; 0 or -errno. `*bytes` (if given) receives the block's bytes when they
     /// are in memory (fetched, and possibly not yet or never stored); null when it was cached.
@@ -219,6 +226,7 @@ private:
     bool size_only_ = false;  // open_known: the validator of answers is not compared
     mutable std::string location_;  // URL after redirects of the last good answer ("" = url_); under mutex_
     mutable std::atomic<bool> changed_{false};
+    mutable std::atomic<uint64_t> bytes_fetched_{0};
     mutable std::atomic<bool> offline_logged_{false};
     mutable std::atomic<bool> store_failure_logged_{false};
     mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read

@@ -93,7 +93,8 @@ TEST_F(HttpClientTest, IgnoredRangeIsRefusedWithoutTakingTheBody) {
     } catch (const HttpError& e) {
         EXPECT_EQ(std::string(e.what()), server_->base_url() +
                                              "/norange/m.bin: the server ignored the Range request (answered 200 "
-                                             "with the whole file); gguf-mount needs HTTP Range support");
+                                             "with the whole file); gguf-mount needs HTTP Range support (nginx, Apache "
+                                             "and object stores have it)");
     }
     EXPECT_EQ(got, 0u);
     EXPECT_EQ(buf, std::string(1000, 'x'));

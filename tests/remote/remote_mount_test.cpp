@@ -640,6 +640,26 @@ TEST_F(RemoteMount, PrefetchThenOfflineServesEveryByteWithTheServerStopped) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// prefetch says how many bytes it fetched: all of them the first time, none the second time
+// (cached blocks are not read again, and nothing but HEADs is sent).
+TEST_F(RemoteMount, PrefetchSaysHowManyBytesItFetched) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string url = first_url(nginx_->base_url());
+    uint64_t shard_bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(src_)) shard_bytes += e.file_size();
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "--cache-dir", cache_, url});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE((r.out + r.err).find("; " + std::to_string(shard_bytes) + " bytes fetched now"), std::string::npos)
+        << r.out << r.err;
+    const size_t requests = nginx_->wait_access_log(1000, std::chrono::milliseconds(500)).size();  // all of them
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "--cache-dir", cache_, url});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE((r.out + r.err).find("; 0 bytes fetched now"), std::string::npos) << r.out << r.err;
+    const auto log = nginx_->wait_access_log(requests + 3, std::chrono::milliseconds(500));
+    for (size_t i = requests; i < log.size(); ++i) EXPECT_EQ(log[i].method, "HEAD") << "request " << i;
+}
+
 TEST_F(RemoteMount, PrefetchOfAMissingFirstShardFailsWithOneLine) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
