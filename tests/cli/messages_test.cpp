@@ -43,7 +43,7 @@ TEST(CliMessages, MistypedCommandIsUnknownAndTheClosestIsSuggested) {
     // A word close to no command is taken as SOURCE, which does not exist.
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "no-such-models", "b"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "gguf-mount: error: no-such-models: No such file or directory\n");
+    EXPECT_EQ(r.err, "gguf-mount: error: SOURCE no-such-models: No such file or directory; nothing mounted\n");
 }
 
 TEST(CliMessages, SecondShardAsMountSourceIsOneLineNamingTheFirstShard) {
