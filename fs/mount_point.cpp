@@ -151,13 +151,24 @@ std::vector<MountInfo> parse_mountinfo(const std::string& text) {
     return out;
 }
 
-std::optional<MountInfo> topmost_mount(const std::string& mount_point) {
+namespace {
+
+/// The mounts of /proc/self/mountinfo, or nullopt when it cannot be read.
+std::optional<std::vector<MountInfo>> read_mountinfo() {
     std::ifstream in("/proc/self/mountinfo");
     if (!in) return std::nullopt;
     std::stringstream ss;
     ss << in.rdbuf();
+    return parse_mountinfo(ss.str());
+}
+
+}  // namespace
+
+std::optional<MountInfo> topmost_mount(const std::string& mount_point) {
+    std::optional<std::vector<MountInfo>> mounts = read_mountinfo();
+    if (!mounts) return std::nullopt;
     std::optional<MountInfo> found;
-    for (MountInfo& m : parse_mountinfo(ss.str())) {
+    for (MountInfo& m : *mounts) {
         if (m.mount_point == mount_point) found = std::move(m);  // later lines are mounted on top
     }
     return found;
@@ -166,18 +177,12 @@ std::optional<MountInfo> topmost_mount(const std::string& mount_point) {
 namespace {
 
 std::string model_in_folders(const std::string& dir, const std::vector<std::string>& folders) {
-    std::vector<MountInfo> mounts;
-    {
-        std::ifstream in("/proc/self/mountinfo");
-        if (!in) return "";  // cannot tell what is mounted: list nothing
-        std::stringstream ss;
-        ss << in.rdbuf();
-        mounts = parse_mountinfo(ss.str());
-    }
+    const std::optional<std::vector<MountInfo>> mounts = read_mountinfo();
+    if (!mounts) return "";  // cannot tell what is mounted: list nothing
     for (const std::string& folder : folders) {
         const std::string path = dir + "/" + folder;
         bool mounted = false;
-        for (const MountInfo& m : mounts) mounted = mounted || is_inside(m.mount_point, path);
+        for (const MountInfo& m : *mounts) mounted = mounted || is_inside(m.mount_point, path);
         if (mounted) continue;  // a mount on or below the folder: never listed
         DIR* d = ::opendir(path.c_str());
         if (!d) continue;

@@ -59,21 +59,6 @@ std::string temp_name(const std::string& dir) {
     return dir + "/.tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
 }
 
-/// Writes `data` to a new temporary in `dir` (no fdatasync); its path into `*tmp`. 0 or -errno.
-int write_temporary(const std::string& dir, const char* data, size_t len, std::string* tmp) noexcept {
-    try {
-        *tmp = temp_name(dir);
-    } catch (...) {
-        return -ENOMEM;
-    }
-    int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return -errno;
-    int rc = gguf::write_full(fd, data, len);
-    ::close(fd);
-    if (rc != 0) ::unlink(tmp->c_str());
-    return rc;
-}
-
 constexpr size_t kDirectAlign = 4096;  // O_DIRECT: address, offset and length in whole pages
 
 /// Creates a new temporary for a block in `dir` (its path into `*tmp`) and opens it for
@@ -94,7 +79,7 @@ int open_temporary(const std::string& dir, std::string* tmp, bool direct) noexce
     return fd < 0 ? -errno : fd;
 }
 
-/// Writes the `len` bytes of a block to `fd` from offset 0 and cuts the file there. On an
+/// Writes the `len` bytes of a block (or a record) to `fd` from offset 0 and cuts the file there. On an
 /// O_DIRECT descriptor the whole pages of a page-aligned `data` go to the device as they are,
 /// not through the page cache: a fetched block is then copied once less, and into no fresh
 /// page (on the bench VM that copy into new page-cache pages was the largest single cost of a
@@ -128,6 +113,22 @@ int write_block(int fd, const char* data, size_t len) noexcept {
     if (::fstat(fd, &st) != 0) return -errno;
     if (static_cast<uint64_t>(st.st_size) != len && ::ftruncate(fd, static_cast<off_t>(len)) != 0) return -errno;
     return 0;
+}
+
+/// Writes `data` to a new temporary in `dir` (no fdatasync; `direct`: write_block's O_DIRECT
+/// path where the file system allows it); its path into `*tmp`. 0 or -errno; nothing is left
+/// on failure.
+int write_temporary(const std::string& dir, const char* data, size_t len, std::string* tmp,
+                    bool direct = false) noexcept {
+    int fd = open_temporary(dir, tmp, direct);
+    if (fd < 0) {
+        if (!tmp->empty()) ::unlink(tmp->c_str());  // a refused O_DIRECT open may have made it
+        return fd;
+    }
+    int rc = write_block(fd, data, len);
+    ::close(fd);
+    if (rc != 0) ::unlink(tmp->c_str());
+    return rc;
 }
 
 /// Makes the temporary `tmp` durable (fdatasync) and renames it to `final_path`. 0 or -errno;
@@ -303,15 +304,7 @@ int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* da
     try {
         const std::string od = dir_ + "/objects/" + key;
         if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-        int fd = open_temporary(od, tmp, direct);
-        if (fd < 0) {
-            if (!tmp->empty()) ::unlink(tmp->c_str());
-            return fd;
-        }
-        int rc = write_block(fd, data, len);
-        ::close(fd);
-        if (rc != 0) ::unlink(tmp->c_str());
-        return rc;
+        return write_temporary(od, data, len, tmp, direct);
     } catch (...) {
         return -ENOMEM;
     }
