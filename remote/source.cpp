@@ -19,7 +19,7 @@
 
 namespace gguf_mount::remote {
 
-/// Idle block buffers of one context, reused: each is a BlockCache::kBlockSize anonymous
+/// The block buffers of one context, reused: each is a BlockCache::kBlockSize anonymous
 /// mapping of its own, whose pages were touched once. A fresh mapping costs a page fault and a
 /// zeroed page per 4 KiB on first touch, which on the bench VM (free-page reporting: the host
 /// takes freed memory back) cost 9 % of all CPU of a cold remote read (perf, do_anonymous_page
@@ -27,13 +27,29 @@ namespace gguf_mount::remote {
 /// another (fetch, read-ahead and store threads), and glibc's per-thread arenas then kept
 /// freed blocks (the benchmark's daemon RSS on a 100 GiB sparse set rose from 99 to 181 MiB).
 struct BufferPool {
-    explicit BufferPool(size_t idle_cap) : cap(idle_cap) {}
+    explicit BufferPool(size_t pooled) : cap(pooled) {}
     ~BufferPool() {
         for (char* p : idle) ::munmap(p, BlockCache::kBlockSize);
     }
-    std::mutex mutex;
+    /// Keeps `p` for reuse, or unmaps it when more than `cap` are mapped. Never throws.
+    void give_back(char* p) noexcept {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (mapped <= cap) {
+                try {
+                    idle.push_back(p);
+                    return;
+                } catch (...) {
+                }
+            }
+            --mapped;
+        }
+        ::munmap(p, BlockCache::kBlockSize);
+    }
+    mutable std::mutex mutex;
     std::vector<char*> idle;  // under mutex
-    size_t cap;               // idle buffers kept; the others are unmapped when let go
+    size_t mapped = 0;        // under mutex: in use and idle
+    size_t cap;
 };
 
 std::shared_ptr<char[]> RemoteContext::block_buffer() {
@@ -49,26 +65,34 @@ std::shared_ptr<char[]> RemoteContext::block_buffer() {
         void* m = ::mmap(nullptr, BlockCache::kBlockSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) throw std::bad_alloc();
         p = static_cast<char*>(m);
+        std::lock_guard<std::mutex> lock(pool_->mutex);
+        ++pool_->mapped;
     }
     std::shared_ptr<BufferPool> pool = pool_;
     try {
-        return std::shared_ptr<char[]>(p, [pool](char* q) {
-            {
-                std::lock_guard<std::mutex> lock(pool->mutex);
-                if (pool->idle.size() < pool->cap) {
-                    try {
-                        pool->idle.push_back(q);
-                        return;
-                    } catch (...) {
-                    }
-                }
-            }
-            ::munmap(q, BlockCache::kBlockSize);
-        });
+        return std::shared_ptr<char[]>(p, [pool](char* q) { pool->give_back(q); });
     } catch (...) {
-        ::munmap(p, BlockCache::kBlockSize);
+        pool_->give_back(p);
         throw;
     }
+}
+
+void RemoteContext::trim_buffers() noexcept {
+    std::vector<char*> unmap;
+    {
+        std::lock_guard<std::mutex> lock(pool_->mutex);
+        while (pool_->idle.size() > options_.idle_buffers) {
+            unmap.push_back(pool_->idle.back());
+            pool_->idle.pop_back();
+            --pool_->mapped;
+        }
+    }
+    for (char* p : unmap) ::munmap(p, BlockCache::kBlockSize);
+}
+
+std::pair<size_t, size_t> RemoteContext::buffers_mapped() const noexcept {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    return {pool_->mapped, pool_->idle.size()};
 }
 
 void RemoteContext::keep(std::weak_ptr<const RemoteSource> source, uint64_t block) noexcept {
@@ -91,7 +115,7 @@ RemoteContext::RemoteContext(RemoteOptions options)
     : options_(std::move(options)),
       http_(options_.http),
       cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes),
-      pool_(std::make_shared<BufferPool>(options_.idle_buffers)) {
+      pool_(std::make_shared<BufferPool>(std::max(options_.pooled_buffers, options_.idle_buffers))) {
     // Staged blocks are on disk but not yet counted by the cache's bound: keep them to a quarter
     // of it, so a bounded cache overshoots its --cache-max-size by at most that much.
     if (options_.cache_max_bytes) {
@@ -223,7 +247,11 @@ void RemoteContext::work() {
         std::function<void()> job;
         {
             std::unique_lock<std::mutex> lock(mutex_);
-            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            if (!cv_.wait_for(lock, options_.buffer_trim_after, [this] { return stopping_ || !jobs_.empty(); })) {
+                lock.unlock();
+                trim_buffers();  // quiet: the reader is done or paused
+                continue;
+            }
             if (stopping_) return;
             job = std::move(jobs_.front());
             jobs_.pop_front();
@@ -569,7 +597,12 @@ void RemoteSource::read_ahead(uint64_t block) const noexcept {
             std::lock_guard<std::mutex> lock(mutex_);
             if (fetching_.count(b) || fresh_.count(b) || staged_.count(b)) continue;
         }
-        if (context_->cache().will_need(key_, b, block_length(b))) continue;  // cached: read ahead from disk
+        if (cached(b)) {  // read ahead from disk, off the reader's thread
+            context_->submit([weak, b] {
+                if (auto self = weak.lock()) self->context_->cache().load(self->key_, b, self->block_length(b));
+            });
+            continue;
+        }
         if (context_->options().offline) continue;
         context_->submit([weak, b] {
             if (auto self = weak.lock()) self->fetch(b, nullptr);

@@ -1,6 +1,7 @@
 // A remote object read through the block cache: the gguf::ByteSource of an HTTP(S) file.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -51,8 +52,17 @@ struct RemoteOptions {
     /// read-ahead requests still in flight and served out of order (12 of 1 MiB), as
     /// fs/ops.cpp's kDropLag does for local shards.
     unsigned drop_lag_blocks = 5;
-    /// Block buffers kept for reuse when let go (4 MiB each; RemoteContext::block_buffer).
+    /// Block buffers (4 MiB each; RemoteContext::block_buffer) the context keeps mapped, in use
+    /// and idle together: a buffer let go is kept for reuse while no more are mapped, else
+    /// unmapped. A sequential reader holds up to kept_blocks + readahead_blocks + a few in use at
+    /// once, and the number swings with the fetches in flight; a pool smaller than the swing
+    /// unmaps buffers only to fault fresh ones in again (on the bench VM, 40 % of the buffers of
+    /// a cold read were fresh with 2 idle ones kept, perf page-faults).
+    unsigned pooled_buffers = 20;
+    /// Idle buffers kept after a quiet period (RemoteContext::trim_buffers: no read-ahead job
+    /// for buffer_trim_after); the others are unmapped, so an idle mount holds little memory.
     unsigned idle_buffers = 2;
+    std::chrono::milliseconds buffer_trim_after{5000};
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
@@ -72,10 +82,15 @@ public:
 
     HttpClient& http() noexcept { return http_; }
     /// A buffer of BlockCache::kBlockSize bytes, page-aligned (O_DIRECT-able), whose memory is
-    /// reused: when let go it returns to the context's idle buffers (up to
-    /// options().idle_buffers; the others are unmapped). May outlive the context. Throws
-    /// std::bad_alloc.
+    /// reused: when let go it returns to the context's idle buffers while no more than
+    /// options().pooled_buffers are mapped (in use and idle), else it is unmapped. May outlive
+    /// the context. Throws std::bad_alloc.
     std::shared_ptr<char[]> block_buffer();
+    /// Unmaps idle block buffers past options().idle_buffers. The read-ahead workers call it
+    /// after options().buffer_trim_after without a job. Never throws.
+    void trim_buffers() noexcept;
+    /// Block buffers mapped now: {in use and idle, idle}. Never throws.
+    std::pair<size_t, size_t> buffers_mapped() const noexcept;
     /// Records that `source` keeps fetched block `block` in memory for its readers, and makes
     /// the sources let go of the oldest such blocks past options().kept_blocks (context-wide,
     /// RemoteSource::release_kept). Never throws.
@@ -202,7 +217,7 @@ private:
     /// The bytes of `block` when it was just fetched and is being stored, else null.
     std::shared_ptr<const char[]> fresh(uint64_t block) const;
     /// For each block of the window after `block` (readahead_blocks): a cached one is read ahead
-    /// from disk (BlockCache::will_need), a missing one is fetched by a worker (not --offline).
+    /// from disk by a worker (BlockCache::load), a missing one is fetched by a worker (not --offline).
     void read_ahead(uint64_t block) const noexcept;
     /// For a sequential reader that entered `block`: drops the page-cache pages of the cached
     /// block options().drop_lag_blocks behind it (the mounted file's page cache holds its bytes).
