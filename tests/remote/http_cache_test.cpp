@@ -412,7 +412,7 @@ TEST(RemoteContextBuffers, ASwingWithinThePoolReusesEveryBufferAndAQuietPeriodTr
     std::promise<void> ran;
     ctx->submit([&] { ran.set_value(); });  // starts the read-ahead workers
     ran.get_future().wait();
-    for (int i = 0; i < 100 && ctx->buffers_mapped().first > 2; ++i) {
+    for (int i = 0; i < 250 && ctx->buffers_mapped().first > 2; ++i) {  // up to 5 s
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(ctx->buffers_mapped(), std::make_pair(size_t{2}, size_t{2})) << "idle buffers not trimmed";
