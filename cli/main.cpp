@@ -10,6 +10,14 @@
 
 #include "cli/commands.hpp"
 
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "remote/source.hpp"
+#endif
+
 namespace {
 
 void print_usage() {
@@ -69,7 +77,9 @@ std::string mistyped_command(const std::string& word) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
     using namespace gguf_mount::cli;
     std::string self = argc > 0 ? argv[0] : "gguf-mount";
     std::string base = self.substr(self.find_last_of('/') == std::string::npos ? 0 : self.find_last_of('/') + 1);
@@ -116,4 +126,19 @@ int main(int argc, char** argv) {
         return 2;
     }
     return run_mount(argc, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int rc = run(argc, argv);
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    // A remote context destroyed on a detached thread may still be committing blocks (and
+    // logging): let it finish before the statics (spdlog's registry) are destroyed.
+    if (!gguf_mount::remote::RemoteContext::wait_until_none_alive(std::chrono::minutes(2))) {
+        spdlog::warn("remote block commits still running after 2 minutes at exit; leaving them (their blocks stay "
+                     "temporaries, swept later)");
+    }
+#endif
+    return rc;
 }

@@ -95,6 +95,28 @@ std::pair<size_t, size_t> RemoteContext::buffers_mapped() const noexcept {
     return {pool_->mapped, pool_->idle.size()};
 }
 
+namespace {
+
+/// The number of RemoteContexts alive in the process (RemoteContext::wait_until_none_alive).
+struct AliveCount {
+    std::mutex mutex;
+    std::condition_variable gone;
+    size_t alive = 0;
+};
+
+AliveCount& alive_count() {
+    static AliveCount* count = new AliveCount;  // never destroyed: used by threads up to exit
+    return *count;
+}
+
+}  // namespace
+
+bool RemoteContext::wait_until_none_alive(std::chrono::milliseconds patience) noexcept {
+    AliveCount& a = alive_count();
+    std::unique_lock<std::mutex> lock(a.mutex);
+    return a.gone.wait_for(lock, patience, [&] { return a.alive == 0; });
+}
+
 void RemoteContext::keep(std::weak_ptr<const RemoteSource> source, uint64_t block) noexcept {
     std::vector<std::pair<std::shared_ptr<const RemoteSource>, uint64_t>> drop;
     try {
@@ -116,6 +138,10 @@ RemoteContext::RemoteContext(RemoteOptions options)
       http_(options_.http),
       cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes),
       pool_(std::make_shared<BufferPool>(std::max(options_.pooled_buffers, options_.idle_buffers))) {
+    {
+        std::lock_guard<std::mutex> lock(alive_count().mutex);
+        ++alive_count().alive;
+    }
     // Staged blocks are on disk but not yet counted by the cache's bound: keep them to a quarter
     // of it, so a bounded cache overshoots its --cache-max-size by at most that much.
     if (options_.cache_max_bytes) {
@@ -141,6 +167,12 @@ RemoteContext::~RemoteContext() {
     }
     commit_cv_.notify_all();
     for (auto& t : commit_threads_) t.join();  // they run the queued commits first
+    AliveCount& a = alive_count();
+    {
+        std::lock_guard<std::mutex> lock(a.mutex);
+        --a.alive;
+    }
+    a.gone.notify_all();
 }
 
 bool RemoteContext::store_later(std::function<void()> job) noexcept {

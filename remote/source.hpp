@@ -121,6 +121,15 @@ public:
     /// True when called on one of the context's own threads (workers, store, commit). Never throws.
     bool on_own_thread() const noexcept;
 
+    /// Waits until no RemoteContext of this process is alive, i.e. every one was destroyed and
+    /// its threads joined (its queued stages and commits run), for at most `patience`. Returns
+    /// true when none is left. A context whose last holder was one of its own jobs is destroyed
+    /// on a detached thread (RemoteSource::~RemoteSource), which main() does not wait for by
+    /// itself: a commit that logged after main() returned used spdlog's registry, already
+    /// destroyed (ASan, `check` of a Hub repo). So the CLI calls this before returning from
+    /// main(). Never throws.
+    static bool wait_until_none_alive(std::chrono::milliseconds patience) noexcept;
+
 private:
     void work();
     void store_work();

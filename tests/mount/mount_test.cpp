@@ -500,13 +500,17 @@ TEST_F(MountTest, ShardTruncatedWhileMountedGivesEioAndTheDaemonKeepsServing) {
     ASSERT_TRUE(mount());
     const std::string path = mnt_ + "/kvzoo.gguf";
 
+    // Opened first: once the live-update watcher sees the truncated shard, the set is no longer
+    // shown and a later open fails (ENOENT); open files keep the set as it was.
+    Fd fd{::open(path.c_str(), O_RDONLY)};
+    ASSERT_GE(fd.fd, 0);
+    Fd dfd{::open(path.c_str(), O_RDONLY | O_DIRECT)};
+    ASSERT_GE(dfd.fd, 0);
     // Truncate shard 5 so that the victim extent is entirely past its end. Nothing of the
     // merged file has been read yet, so no page of it is cached.
     const std::string shard5 = src_ + "/kvzoo-00005-of-00007.gguf";
     ASSERT_EQ(::truncate(shard5.c_str(), static_cast<off_t>(victim->source_offset)), 0);
 
-    Fd fd{::open(path.c_str(), O_RDONLY)};
-    ASSERT_GE(fd.fd, 0);
     const uint64_t bad_off = (victim->start + victim->length / 2) & ~uint64_t{4095};
     char buf[4096];
     errno = 0;
@@ -514,8 +518,6 @@ TEST_F(MountTest, ShardTruncatedWhileMountedGivesEioAndTheDaemonKeepsServing) {
     EXPECT_EQ(errno, EIO);
     // Many more failing reads (O_DIRECT: each one reaches the daemon) are logged only a few times.
     {
-        Fd dfd{::open(path.c_str(), O_RDONLY | O_DIRECT)};
-        ASSERT_GE(dfd.fd, 0);
         AlignedBuffer abuf(4096);
         ASSERT_TRUE(abuf.get());
         for (int i = 0; i < 30; ++i) {
@@ -523,6 +525,7 @@ TEST_F(MountTest, ShardTruncatedWhileMountedGivesEioAndTheDaemonKeepsServing) {
             EXPECT_EQ(::pread(dfd.fd, abuf.get(), 4096, static_cast<off_t>(bad_off)), -1);
             EXPECT_EQ(errno, EIO);
         }
+        dfd.close();
     }
 
     // The daemon still serves: the header and the other shards read fine.

@@ -418,6 +418,25 @@ TEST(RemoteContextBuffers, ASwingWithinThePoolReusesEveryBufferAndAQuietPeriodTr
     EXPECT_EQ(ctx->buffers_mapped(), std::make_pair(size_t{2}, size_t{2})) << "idle buffers not trimmed";
 }
 
+/// main() waits for every remote context to be destroyed and its threads joined, also one whose
+/// last holder let go on another thread (RemoteSource::~RemoteSource hands a context to a
+/// detached thread when one of the context's own jobs held it last): a commit that logged after
+/// main() returned used spdlog's destroyed registry (ASan, `check` of a Hub repo in CI).
+TEST(RemoteContextLifetime, WaitUntilNoneAliveWaitsForAContextDestroyedOnAnotherThread) {
+    gguf_test::TempDir tmp;
+    RemoteOptions o;
+    o.cache_dir = tmp / "c";
+    auto ctx = std::make_shared<RemoteContext>(o);
+    EXPECT_FALSE(RemoteContext::wait_until_none_alive(std::chrono::milliseconds(20)));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread([c = std::move(ctx)]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        c.reset();
+    }).detach();
+    EXPECT_TRUE(RemoteContext::wait_until_none_alive(std::chrono::seconds(10)));
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+}
+
 /// A sequential reader of cached blocks has the pages of the blocks drop_lag_blocks behind it
 /// dropped from the page cache, as local shards' are (fs/ops.cpp): the mounted file's page cache
 /// holds those bytes, and reused pages are cheaper than fresh ones.
