@@ -283,6 +283,9 @@ int run_mount(int argc, char** argv) {
         if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
         if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
         ro.offline = args.count("offline") > 0;
+        // Planning fetches headers (and, under a small --cache-max-size, blocks evicted at once)
+        // before fuse_daemonize forks: no thread may exist then (so.after_daemonize).
+        ro.defer_threads = true;
         // Offline, the server is never asked: there is nothing to revalidate.
         if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
         try {
@@ -410,6 +413,9 @@ int run_mount(int argc, char** argv) {
             spdlog::drop(kProgram);
             setup_logging(level, true);
         };
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        if (remote_context) so.after_daemonize = [remote_context] { remote_context->allow_threads(); };
+#endif
         return fs::run_session(*live, so);
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", mountpoint, e.what());

@@ -332,6 +332,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
         fuse_remove_signal_handlers(se.get());
         return 1;
     }
+    if (opts.after_daemonize) opts.after_daemonize();
 
     // Threads may start now: the process will not fork again but for the start-up reader,
     // whose child makes async-signal-safe calls only (fs/self_read.hpp).

@@ -33,6 +33,10 @@ struct SessionOptions {
     /// Called right before fuse_daemonize() when !foreground, while stderr still works:
     /// the place to switch logging to syslog. May be empty.
     std::function<void()> before_daemonize;
+    /// Called right after fuse_daemonize() (also in the foreground, where it does not fork),
+    /// before any thread of the session starts: the place to let threads start that must not
+    /// exist across the fork. May be empty.
+    std::function<void()> after_daemonize;
     /// Live updates (fs/watcher.hpp): poll interval and inotify settling time.
     Watcher::Options watch;
 };

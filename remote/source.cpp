@@ -135,6 +135,7 @@ void RemoteContext::keep(std::weak_ptr<const RemoteSource> source, uint64_t bloc
 
 RemoteContext::RemoteContext(RemoteOptions options)
     : options_(std::move(options)),
+      threads_allowed_(!options_.defer_threads),
       http_(options_.http),
       cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes),
       pool_(std::make_shared<BufferPool>(std::max(options_.pooled_buffers, options_.idle_buffers))) {
@@ -178,7 +179,7 @@ RemoteContext::~RemoteContext() {
 bool RemoteContext::store_later(std::function<void()> job) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_ || stores_.size() >= options_.pending_stores) return false;
+        if (stopping_ || !threads_allowed_ || stores_.size() >= options_.pending_stores) return false;
         if (store_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.store_threads); ++i) {
                 store_threads_.push_back(gguf::start_thread_without_termination_signals([this] { store_work(); }));
@@ -215,7 +216,7 @@ void RemoteContext::store_work() {
 bool RemoteContext::commit_later(std::function<void()> job) noexcept {
     try {
         std::unique_lock<std::mutex> lock(mutex_);
-        if (commits_stopping_) return false;
+        if (commits_stopping_ || !threads_allowed_) return false;
         if (commit_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.commit_threads); ++i) {
                 commit_threads_.push_back(gguf::start_thread_without_termination_signals([this] { commit_work(); }));
@@ -261,7 +262,7 @@ void RemoteContext::flush() noexcept {
 void RemoteContext::submit(std::function<void()> job) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_) return;
+        if (stopping_ || !threads_allowed_) return;  // read-ahead is best effort
         if (workers_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.fetch_threads); ++i) {
                 workers_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }));

@@ -1,6 +1,7 @@
 // A remote object read through the block cache: the gguf::ByteSource of an HTTP(S) file.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -70,6 +71,11 @@ struct RemoteOptions {
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
     /// readahead_blocks + 1 blocks and the disk holds only what it writes itself.
     bool store_blocks = true;
+    /// true: the context starts no thread until RemoteContext::allow_threads(). For a process
+    /// that forks after using the context (a mount plans before it daemonizes): threads do not
+    /// survive fork(), so queues served by them before it would never drain after it. Until
+    /// then stages and commits run on the caller and read-ahead is skipped.
+    bool defer_threads = false;
 };
 
 /// What the sources of one mount share: the HTTP client, the cache, the read-ahead workers and
@@ -120,6 +126,9 @@ public:
     void flush() noexcept;
     /// True when called on one of the context's own threads (workers, store, commit). Never throws.
     bool on_own_thread() const noexcept;
+    /// Lets a context made with options().defer_threads start its threads from now on (a mount:
+    /// once it has daemonized). Never throws.
+    void allow_threads() noexcept { threads_allowed_ = true; }
 
     /// Waits until no RemoteContext of this process is alive, i.e. every one was destroyed and
     /// its threads joined (its queued stages and commits run), for at most `patience`. Returns
@@ -135,6 +144,7 @@ private:
     void store_work();
 
     RemoteOptions options_;
+    std::atomic<bool> threads_allowed_;
     HttpClient http_;
     BlockCache cache_;
     std::shared_ptr<BufferPool> pool_;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "gguf/split_set.hpp"
@@ -245,6 +246,36 @@ TEST_F(RemoteMount, DaemonizedMountServesTheSetAfterTheFork) {
     if (!mount_test::wait_gone(pids[0])) {
         ::kill(pids[0], SIGKILL);
         ADD_FAILURE() << "daemon " << pids[0] << " still running after fusermount3 -u";
+    }
+}
+
+/// Under a cache bound below one block, planning's header reads find block 0 evicted at once and
+/// fetch it again, which queued its store for a store thread before the fork: the daemon then
+/// had no such thread, a reader hung for good and the daemon did not exit after the unmount
+/// (a new user's trial). Threads now start only after fuse_daemonize.
+TEST_F(RemoteMount, DaemonizedMountUnderACacheBoundBelowOneBlockServesAndExits) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), first_url(nginx_->base_url()), mnt_, "--cache-dir",
+                             cache_, "--net-timeout", "3", "--cache-max-size", "1M"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto pids = mount_test::daemon_pids_with_argument(mnt_);
+    ASSERT_EQ(pids.size(), 1u);
+    auto read = std::async(std::launch::async, [&] { return gguf_test::read_file(mnt_ + "/dense.gguf"); });
+    if (read.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+        ::kill(pids[0], SIGKILL);  // the FUSE connection aborts: the reader gets an error
+        read.wait();
+        mount_test::unmount(mnt_);
+        FAIL() << "the read through the daemonized mount did not finish in 60 s";
+    }
+    EXPECT_TRUE(same_bytes(read.get(), want_));
+    ASSERT_TRUE(mount_test::unmount(mnt_));
+    if (!mount_test::wait_gone(pids[0])) {
+        ::kill(pids[0], SIGKILL);
+        ADD_FAILURE() << "daemon " << pids[0] << " still running after fusermount3 -u";
+    }
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_ + "/v1/objects")) {
+        EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << "temporary left behind: " << e.path();
     }
 }
 
