@@ -225,6 +225,13 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
+    const std::string path_part = url.substr(0, url.find_first_of("?#"));
+    if (!path_part.empty() && path_part.back() == '/') {
+        throw gguf::Error(gguf::Code::BadArgument,
+                          remote::url_for_message(url) + ": a directory URL; merge takes the URL of a set's first shard "
+                                                         "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
+                                                         "the sets in it");
+    }
     gguf::ensure_absent(output);
     ro.store_blocks = false;
     auto context = std::make_shared<remote::RemoteContext>(ro);

@@ -38,7 +38,8 @@ const char* const kPrefetchHelpTail =
     "directory URL ending in '/', or hf://ORG/REPO[@REVISION][/PATH] (HF_TOKEN, HF_ENDPOINT).\n"
     "Every block of every file a mount of SOURCE serves (split sets, companions) is fetched,\n"
     "several at a time, into the block cache (--cache-dir, as for mounts; blocks already cached\n"
-    "are not fetched again). Exit status 0 only when every block is cached; then\n"
+    "are not fetched again). Exit status 0 only when every block is cached and SOURCE has no\n"
+    "problem (a file that cannot be read, an incomplete set: what 'check' lists); then\n"
     "'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte with the server\n"
     "down. A progress bar is shown when stderr is a terminal.\n"
     "Exit status: 0 all cached, 1 failed, 2 usage error.\n";
@@ -64,7 +65,8 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 /// directory URL (ending in '/') through its index pages, a first shard (http(s) or an hf://
 /// file path, remote::remote_source_url) through its set. Throws gguf::Error naming the source.
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
-    const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context) {
+    const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context,
+    std::vector<gguf::Problem>* problems) {
     const std::string path_part = argument.substr(0, argument.find_first_of("?#"));
     const bool hub_folder =
         argument.rfind("hf://", 0) == 0 && !remote::hub_names_file(remote::parse_hub_source(argument));
@@ -73,7 +75,9 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
         *context = std::make_shared<remote::RemoteContext>(ro);
         remote::HubListing listing(*context, hub.source, hub.endpoint, hub.token_source);
         listing.pin();
-        return sources_of(gguf::build_catalog(listing, gguf::CatalogOptions{}));
+        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
+        *problems = catalog.problems;
+        return sources_of(catalog);
     }
     const std::string source = remote::remote_source_url(argument, &ro);
     if (source.empty()) {
@@ -83,14 +87,17 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     *context = std::make_shared<remote::RemoteContext>(ro);
     if (!path_part.empty() && path_part.back() == '/') {
         remote::HttpDirectoryListing listing(*context, source);
-        return sources_of(gguf::build_catalog(listing, gguf::CatalogOptions{}));
+        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
+        *problems = catalog.problems;
+        return sources_of(catalog);
     }
     return sources_of(remote::remote_set_catalog(source, *context));
 }
 
 int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
     std::shared_ptr<remote::RemoteContext> context;
-    const auto sources = served_sources(argument, ro, &context);
+    std::vector<gguf::Problem> problems;  // files not served: not cached either
+    const auto sources = served_sources(argument, ro, &context, &problems);
     struct Job {
         const remote::RemoteSource* source;
         uint64_t block;
@@ -158,6 +165,16 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
                                                   "--cache-max-size smaller than the model?)",
                               EIO);
         }
+    }
+    if (!problems.empty()) {
+        const gguf::Problem& p = problems.front();
+        throw gguf::Error(gguf::Code::Io,
+                          remote::url_for_message(argument) + ": " + p.path + ": " + p.reason +
+                              (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
+                                                         " more problem(s): 'gguf-mount check SOURCE' lists them)"
+                                                   : "") +
+                              "; the other files are cached",
+                          EIO);
     }
     if (!quiet) {
         uint64_t fetched = 0;

@@ -703,6 +703,10 @@ private:
         for (auto& item : items) {
             if (item.name.empty() || item.name[0] == '.') continue;
             if (!real_names->insert(item.name).second) continue;
+            if (!item.directory && !item.error.empty()) {
+                problem(rel.empty() ? item.name : rel + "/" + item.name, item.error + "; not shown");
+                continue;
+            }
             if (item.directory) {
                 struct stat st {};
                 st.st_mode = S_IFDIR | 0555;

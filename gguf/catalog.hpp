@@ -228,6 +228,10 @@ public:
         std::string name;  // one path segment, never starting with '.' to be shown
         bool directory = false;
         FilePart part;     // files only
+        /// Non-empty: a file that cannot be read now (e.g. its server refuses Range requests or
+        /// does not answer); one line naming it. The catalog records a Problem and does not
+        /// show it (a rebuild lists it again).
+        std::string error;
     };
 
     /// The entries of directory `path` ('/'-separated, relative to the root; "" is the root),

@@ -90,10 +90,10 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list(const std::
             if (e.name.empty() || e.name[0] == '.') continue;
             auto it = opened.find(dir_url + escape_segment(e.name) + query);
             if (it == opened.end() || !it->second.source) {
-                spdlog::warn("{}", it == opened.end() ? url_for_message(dir_url) + e.name : it->second.error);
-                continue;
+                item.error = it == opened.end() ? url_for_message(dir_url) + e.name + ": not opened" : it->second.error;
+            } else {
+                item.part = it->second.source->part();
             }
-            item.part = it->second.source->part();
         }
         items.push_back(std::move(item));
     }

@@ -215,6 +215,7 @@ TEST_F(MergeUrl, BadInputIsOneLineNamingItAndLeavesNothing) {
         {{second, out}, "dense-00002-of-00003.gguf: not a first-shard URL"},
         {{nginx_->base_url() + "/nothere-00001-of-00002.gguf", out}, "nothere-00001-of-00002.gguf"},
         {{"--delete-splits", url_of(first_), out}, "--delete-splits is refused for a URL"},
+        {{nginx_->base_url() + "/html/", out}, "/html/: a directory URL; merge takes the URL of a set's first shard"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.args.front());

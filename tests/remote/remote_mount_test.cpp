@@ -328,6 +328,28 @@ TEST_F(RemoteMount, ServerIgnoringRangeIsRefusedAtMountWithOneLine) {
     EXPECT_FALSE(mount_test::find_mount(mnt_));
 }
 
+/// A directory URL on a server that ignores Range: each file is a problem naming it (check and
+/// prefetch exit 1, the mount logs it once), not a warning with exit 0 and an empty mount that
+/// looks like success (a new user's trial).
+TEST_F(RemoteMount, ServerIgnoringRangeBehindADirectoryUrlIsAProblemForCheckPrefetchAndMount) {
+    mount_test::copy_kvzoo(src_);
+    serve();
+    const std::string url = nginx_->base_url() + "/norange-html/";
+    const std::string shard1 = gguf::base_name(mount_test::kvzoo_shard(1));
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", url, "--cache-dir", cache_});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(mount_test::lines_with(r.out + r.err, "ignored the Range request").size(), 7u) << r.out << r.err;
+    EXPECT_EQ(mount_test::lines_with(r.out + r.err, shard1).size(), 1u) << r.out << r.err;
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, url});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("ignored the Range request"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("6 more problem(s)"), std::string::npos) << r.err;
+    ASSERT_TRUE(mount(remote_args(), url));
+    EXPECT_TRUE(mount_test::list_dir(mnt_).empty());
+    EXPECT_EQ(mount_test::lines_with(log(), "ignored the Range request").size(), 7u) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
 TEST_F(RemoteMount, RefusedConnectionExitsWithinTheTimeoutNamingTheUrlWithoutQuery) {
     const uint16_t port = remote_test::free_port();
     const std::string url =

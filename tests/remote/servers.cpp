@@ -304,6 +304,7 @@ std::string NginxServer::config_text() const {
           << "    location /html/ { alias " << root << "/; autoindex on; autoindex_exact_size on; }\n"
           << "    location /json/ { alias " << root << "/; autoindex on; autoindex_format json; }\n"
           << "    location /norange/ { alias " << root << "/; max_ranges 0; }\n"
+          << "    location /norange-html/ { alias " << root << "/; max_ranges 0; autoindex on; }\n"
           << options_.extra_server_config << "\n"
           << "  }\n";
     };
