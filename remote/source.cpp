@@ -490,7 +490,13 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
                 rc = -EIO;
             }
         } catch (const HttpError& e) {
-            spdlog::warn("{}", e.what());
+            // A reader's own fetch says it; read-ahead failing for the same cause (the server
+            // gone) would repeat it for every block of the window.
+            if (bytes) {
+                spdlog::warn("{}", e.what());
+            } else {
+                spdlog::debug("{} (read-ahead)", e.what());
+            }
             rc = -EIO;
         } catch (...) {
             rc = -ENOMEM;

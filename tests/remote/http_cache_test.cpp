@@ -13,8 +13,12 @@
 #include <filesystem>
 #include <future>
 #include <random>
+#include <sstream>
 #include <set>
 #include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "gguf/catalog.hpp"
 #include "remote/cache.hpp"
@@ -161,6 +165,37 @@ protected:
     gguf_test::TempDir cache_;
     std::string big_;
 };
+
+/// A server gone during a sequential read is said once by the reader's own failed fetch, not
+/// again by each read-ahead fetch of the window failing for the same cause (errors once per
+/// cause; a new user's trial counted 10 such lines after one failed `cat`).
+TEST_F(RemoteSourceStoreTest, AServerGoneIsLoggedByTheReaderNotByEachReadAheadFetch) {
+    std::ostringstream out;
+    auto previous = spdlog::default_logger();
+    auto capture = std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+    capture->set_level(spdlog::level::info);
+    spdlog::set_default_logger(capture);
+    {
+        RemoteOptions o;
+        o.http = quick();
+        o.cache_dir = cache_.path();
+        o.readahead_blocks = 3;
+        auto ctx = std::make_shared<RemoteContext>(o);
+        auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");  // block 0 fetched
+        char b[4096];
+        EXPECT_EQ(src->pread(b, sizeof b, 0), static_cast<ssize_t>(sizeof b));
+        server_->stop();
+        // On into block 1: its own fetch fails, and read-ahead asks for blocks 2 and 3.
+        EXPECT_EQ(src->pread(b, sizeof b, BlockCache::kBlockSize), -EIO);
+        src.reset();
+        ctx.reset();  // joins the read-ahead workers: their fetches have failed by now
+    }
+    spdlog::set_default_logger(previous);
+    const std::string log = out.str();
+    size_t lines = 0;
+    for (size_t at = 0; (at = log.find("big.bin", at)) != std::string::npos; at = log.find('\n', at)) ++lines;
+    EXPECT_EQ(lines, 1u) << log;
+}
 
 TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
     auto ctx = context(1);
