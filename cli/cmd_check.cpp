@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "gguf/catalog.hpp"
@@ -256,6 +257,7 @@ int run_check(int argc, char** argv) {
     }
 
     raise_open_file_limit();
+    setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     gguf::Catalog catalog;
     try {
