@@ -59,14 +59,16 @@ protected:
 
 // Issue 14.3: 16 levels of two links each to the next level (2^16 paths) used to keep the
 // daemon walking for seconds and end in EMFILE; each directory is now walked once.
-TEST_F(ModelDirTest, SymlinkFanOutMountsWellUnderASecond) {
+TEST_F(ModelDirTest, SymlinkFanOutWalksEachDirectoryOnce) {
     const std::string src = gguf_test::make_link_fan_out(root_, 16);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(mount({}, src));
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "[ measured ] 16-level link fan-out mounted in " << ms << " ms\n";
-    EXPECT_LT(ms, 1000);
+    // A loose bound (the ASan build on a busy 2-core CI machine took 1.35 s, a plain build well
+    // under 1 s): the walk of each directory once is checked by the 16 "again" lines below.
+    EXPECT_LT(ms, 5000);
     std::string leaf = mnt_;
     for (int i = 0; i < 16; ++i) leaf += "/a";
     EXPECT_EQ(gguf_test::read_file(leaf + "/leaf.txt"), "leaf");
