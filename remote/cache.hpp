@@ -75,6 +75,10 @@ public:
     /// Never throws.
     void load(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
+    /// Drops block `block`'s pages from the page cache (posix_fadvise DONTNEED), for a reader
+    /// that has moved on: the bytes it read live on in the mounted file's own page cache, and
+    /// freed pages are reused where fresh ones cost a fault each (fs/ops.cpp
+    /// drop_served_shard_pages does the same for local shards). Never throws.
     void drop_pages(const std::string& key, uint64_t block) const noexcept;
 
     /// Stores a block durably: stage() through the page cache (not `direct`: this is the block
