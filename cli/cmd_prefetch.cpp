@@ -63,10 +63,17 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 /// Every RemoteSource a mount of `argument` would read, each once, and the context that reads
 /// them: an hf:// repo or folder through its pinned tree (remote::HubListing), an http(s)
 /// directory URL (ending in '/') through its index pages, a first shard (http(s) or an hf://
-/// file path, remote::remote_source_url) through its set. Throws gguf::Error naming the source.
+/// file path, remote::remote_source_url) through its set. A directory's catalog problems go to
+/// `*problems`. Throws gguf::Error naming the source.
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context,
     std::vector<gguf::Problem>* problems) {
+    // A directory's files, and its problems (files not served are not cached either).
+    auto listed = [problems](gguf::DirectoryListing& listing) {
+        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
+        *problems = std::move(catalog.problems);
+        return sources_of(catalog);
+    };
     const std::string path_part = argument.substr(0, argument.find_first_of("?#"));
     const bool hub_folder =
         argument.rfind("hf://", 0) == 0 && !remote::hub_names_file(remote::parse_hub_source(argument));
@@ -75,9 +82,7 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
         *context = std::make_shared<remote::RemoteContext>(ro);
         remote::HubListing listing(*context, hub.source, hub.endpoint, hub.token_source);
         listing.pin();
-        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
-        *problems = catalog.problems;
-        return sources_of(catalog);
+        return listed(listing);
     }
     const std::string source = remote::remote_source_url(argument, &ro);
     if (source.empty()) {
@@ -87,9 +92,7 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
     *context = std::make_shared<remote::RemoteContext>(ro);
     if (!path_part.empty() && path_part.back() == '/') {
         remote::HttpDirectoryListing listing(*context, source);
-        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
-        *problems = catalog.problems;
-        return sources_of(catalog);
+        return listed(listing);
     }
     return sources_of(remote::remote_set_catalog(source, *context));
 }
