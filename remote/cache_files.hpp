@@ -92,7 +92,10 @@ constexpr size_t kTrailerSize = 16;
 /// of the block's bytes seeded with the block's identity (`key`, `block`): a block file copied or
 /// moved to another name fails too. XXH3 is not a cryptographic hash: it detects bytes changed
 /// on disk by anything else (a disk, a tool, a restore), not a forger who may write the cache
-/// directory (the trust rule keeps those out).
+/// directory (the trust rule keeps those out; a keyless hash of any strength could be
+/// recomputed by one). Cost on one 4 MiB block on the dev machine (best of 10): XXH3-64 0.20 ms,
+/// zlib crc32 0.57 ms, OpenSSL SHA-256 2.0 ms (SHA-NI), memcpy 0.08 ms; a first read of a
+/// cached block with its check took about 0.9 ms against 0.15 ms without.
 class BlockChecksum {
 public:
     BlockChecksum(const std::string& key, uint64_t block) noexcept;
