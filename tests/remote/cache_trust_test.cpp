@@ -151,6 +151,13 @@ TEST_F(CacheTrust, ALinkedBlockFileIsNotServedNorFollowed) {
     char out[100];
     EXPECT_LT(cache.read(key, 0, 5000, 0, sizeof out, out), 0) << "the link's target was served";
     EXPECT_FALSE(cache.has(key, 0, 5000));
+    // Storing the block again replaces the link itself; the secret is neither written nor removed.
+    ASSERT_EQ(cache.store(key, 0, data.data(), data.size()), 0);
+    struct stat now {};
+    ASSERT_EQ(::lstat(file.c_str(), &now), 0);
+    EXPECT_TRUE(S_ISREG(now.st_mode));
+    ASSERT_EQ(cache.read(key, 0, 5000, 0, sizeof out, out), static_cast<ssize_t>(sizeof out));
+    EXPECT_EQ(std::string(out, sizeof out), data.substr(0, sizeof out));
     EXPECT_EQ(gguf_test::read_file(secret), std::string(static_cast<size_t>(st.st_size), 'S'));
 }
 
