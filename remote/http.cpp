@@ -374,7 +374,7 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
             auto wait = retry_after > 0 ? std::chrono::milliseconds(retry_after * 1000) : delay;
             if (!e.retryable() || attempt >= options_.attempts || std::chrono::steady_clock::now() + wait > deadline) {
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
-                throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable());
+                throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
             }
             std::this_thread::sleep_for(wait);
             delay *= 2;

@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -92,6 +94,9 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
     }
     // Names shown (not hidden) count against the walk's budget before any file is opened: one
     // name past it is listed unopened, so the catalog sees the cut and says so.
+    // In name order, as the catalog walks and counts them, so the name past the budget is the
+    // one where the catalog stops.
+    std::sort(entries.begin(), entries.end(), [](const IndexEntry& a, const IndexEntry& b) { return a.name < b.name; });
     std::vector<IndexEntry> kept;
     for (auto& e : entries) {
         if (e.name[0] == '.') continue;

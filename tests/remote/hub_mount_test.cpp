@@ -53,9 +53,7 @@ protected:
         if (IsSkipped() || HasFatalFailure()) return;
         std::string why;
         if (!HubEmulation::available(&why)) GTEST_SKIP() << why;
-        for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"}) ::unsetenv(v);
-        ::setenv("HF_HOME", (root_ + "/hf-home").c_str(), 1);
-        ::setenv("XDG_CACHE_HOME", (root_ + "/xdg").c_str(), 1);
+        remote_test::isolate_hub_environment(root_);
         cache_ = root_ + "/cache";
         kvzoo_ = find_case("kvzoo/t7");
     }
