@@ -100,4 +100,20 @@ TEST_F(ListingBounds, ANameOverNameMaxAndAHugeSizeAreProblemsAndTheRestIsServed)
     nginx.stop();
 }
 
+TEST_F(ListingBounds, APlainServersRefusalIsNotDescribedInHubWords) {
+    gguf_test::write_file(tree_.path() + "/open.txt", "x");
+    gguf_test::write_file(tree_.path() + "/closed.txt", "x");
+    NginxOptions options{tree_.path()};
+    options.extra_server_config = "  location ~ closed\\.txt$ { return 403; }\n";
+    NginxServer nginx(options);
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    HttpDirectoryListing listing(context(), nginx.base_url() + "/json/");
+    gguf::Catalog catalog = gguf::build_catalog(listing);
+    ASSERT_EQ(catalog.problems.size(), 1u);
+    EXPECT_EQ(catalog.problems[0].reason, nginx.base_url() + "/json/closed.txt: access denied (HTTP 403): the server "
+                                                             "refuses this file (missing or wrong credentials?); not shown");
+    nginx.stop();
+}
+
 }  // namespace
