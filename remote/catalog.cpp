@@ -1,5 +1,6 @@
-#include "remote/index.hpp"
 #include "remote/catalog.hpp"
+#include "remote/bounds.hpp"
+#include "remote/index.hpp"
 #include "remote/hub.hpp"
 #include "remote/hub_listing.hpp"
 #include "remote/url_parts.hpp"
@@ -80,6 +81,8 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
     std::map<std::string, std::shared_ptr<RemoteSource>> opened;
     opened[shown] = RemoteSource::open(context, real_url(shown));
+    if (std::string why = size_problem(opened[shown]->size()); !why.empty())
+        throw gguf::Error(gguf::Code::Io, shown + ": " + why, EFBIG);
     // Then the other shards' headers, several at a time; failures are reported by
     // SplitSet::open in shard order (a missing shard, or the HTTP message).
     std::vector<std::string> shown_urls, real_urls;
@@ -91,7 +94,9 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     std::map<std::string, std::string> failed;
     for (size_t k = 0; k < shown_urls.size(); ++k) {
         const Opened& o = got[real_urls[k]];
-        if (o.source) {
+        if (o.source && !size_problem(o.source->size()).empty()) {
+            failed[shown_urls[k]] = shown_urls[k] + ": " + size_problem(o.source->size());
+        } else if (o.source) {
             opened[shown_urls[k]] = o.source;
         } else {
             failed[shown_urls[k]] = o.sys_errno == ENOENT ? "" : o.error;  // "": a missing shard

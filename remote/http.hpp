@@ -28,19 +28,26 @@ struct ObjectInfo {
 /// A failed request: one line naming the URL (url_for_message, remote/index.hpp: no credentials,
 /// query or fragment) and what a user can do about it.
 /// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
-/// 401/403); `status` the HTTP status (0 for transport errors).
+/// 401/403); `status` the HTTP status (0 for transport errors); `hub_code` the answer's
+/// X-Error-Code header (the Hub's error kind: "GatedRepo", "RepoNotFound", ...; "" when absent).
 class HttpError : public std::runtime_error {
 public:
-    HttpError(const std::string& message, int sys_errno, long status, bool retryable)
-        : std::runtime_error(message), sys_errno_(sys_errno), status_(status), retryable_(retryable) {}
+    HttpError(const std::string& message, int sys_errno, long status, bool retryable, std::string hub_code = "")
+        : std::runtime_error(message),
+          sys_errno_(sys_errno),
+          status_(status),
+          retryable_(retryable),
+          hub_code_(std::move(hub_code)) {}
     int sys_errno() const noexcept { return sys_errno_; }
     long status() const noexcept { return status_; }
     bool retryable() const noexcept { return retryable_; }
+    const std::string& hub_code() const noexcept { return hub_code_; }
 
 private:
     int sys_errno_;
     long status_;
     bool retryable_;
+    std::string hub_code_;
 };
 
 /// Client settings (command line: --net-timeout, --ca-cert).
