@@ -328,6 +328,21 @@ int BlockCache::commit(const std::string& key, uint64_t block, const std::string
     }
 }
 
+void BlockCache::remove(const std::string& key, uint64_t block) noexcept {
+    try {
+        const std::string path = block_path(key, block);
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0 && ::unlink(path.c_str()) == 0) {
+            const uint64_t n = static_cast<uint64_t>(st.st_size);
+            uint64_t was = used_.load();
+            while (!used_.compare_exchange_weak(was, was > n ? was - n : 0)) {
+            }
+        }
+    } catch (...) {
+        // out of memory for the path: the block stays (a later check fails again)
+    }
+}
+
 ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) noexcept {
     int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;

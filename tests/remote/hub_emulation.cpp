@@ -1,6 +1,7 @@
 #include "remote/hub_emulation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -164,8 +165,12 @@ bool HubEmulation::generate(std::string* error) {
          << "  map $uri $hub_linked_size {\n    default \"\";\n" << size_map.str() << "  }\n"
          << "  map $uri $hub_linked_etag {\n    default \"\";\n" << etag_map.str() << "  }\n";
     std::string auth;
-    if (spec_.required_token)
-        auth = "    if ($http_authorization != \"Bearer " + *spec_.required_token + "\") { return 401; }\n";
+    if (spec_.required_token) {
+        // The accepted tokens are files in tokens/ (accept_tokens rewrites them while running).
+        http << "  map $http_authorization $hub_token {\n    default \"-\";\n    \"~^Bearer (?<t>[A-Za-z0-9_]+)$\" $t;\n  }\n";
+        auth = "    if (!-f " + (fs::path(dir_.path()) / "tokens").string() + "/$hub_token) { return 401; }\n";
+        if (!accept_tokens({*spec_.required_token})) return fail("cannot write the accepted tokens");
+    }
     std::ostringstream server;
     // try_files rewrites $uri to the file it found: keep the request's $uri for the Link map.
     server << "  location /api/ {\n    default_type application/json;\n    set $hub_api_uri $uri;\n" << auth
@@ -212,6 +217,20 @@ bool HubEmulation::move_revision(const std::string& revision, const std::string&
                           "__page.json";
     if (!fs::exists(page)) return false;
     gguf_test::write_file(page.string(), nlohmann::json{{"id", spec_.org + "/" + spec_.repo}, {"sha", sha}}.dump());
+    return true;
+}
+
+bool HubEmulation::accept_tokens(const std::vector<std::string>& tokens) {
+    const fs::path dir = fs::path(dir_.path()) / "tokens";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return false;
+    for (const auto& t : tokens) {
+        if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+            return false;
+        gguf_test::write_file((dir / t).string(), "");
+    }
     return true;
 }
 
