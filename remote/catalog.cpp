@@ -48,7 +48,7 @@ void require_hub_first_shard(const std::string& source, const HubSource& hub) {
 
 }  // namespace
 
-std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
+std::string remote_source_url(const std::string& source, RemoteOptions* ro, std::map<std::string, std::string>* sha256s) {
     if (is_http_url(source)) return source;
     if (source.rfind("hf://", 0) != 0) return "";
     HubSetup hub = hub_setup(source, &ro->http);
@@ -57,6 +57,19 @@ std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
     HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
     const std::string commit = listing.fetch_commit();
     spdlog::debug("{}: revision {} is commit {}", source, hub.source.revision, commit);
+    if (sha256s) {
+        // The shards' lfs.oid: the tree of their folder at the commit.
+        HubSource folder = hub.source;
+        const size_t slash = folder.path.rfind('/');
+        folder.path = slash == std::string::npos ? "" : folder.path.substr(0, slash);
+        folder.revision = commit;
+        folder.revision_given = true;
+        HubListing tree(context, folder, hub.endpoint, hub.token_source);
+        for (const auto& item : tree.list("")) {
+            auto file = std::dynamic_pointer_cast<const RemoteSource>(item.part.source);
+            if (file && !file->sha256().empty()) (*sha256s)[file->display_name()] = file->sha256();
+        }
+    }
     return hub_resolve_url(hub.endpoint, hub.source, commit, hub.source.path);
 }
 

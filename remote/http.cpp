@@ -2,6 +2,7 @@
 
 #include "remote/hub.hpp"
 #include "remote/index.hpp"
+#include "remote/token.hpp"
 #include "remote/url_parts.hpp"
 
 #include <curl/curl.h>
@@ -236,8 +237,9 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     // The token only for its origin; a redirect elsewhere does not carry it (libcurl >= 7.83).
     struct curl_slist* headers = nullptr;
     std::string auth;
-    if (!options_.bearer_token.empty() && same_origin(url, options_.bearer_origin)) {
-        auth = "Authorization: Bearer " + options_.bearer_token;
+    const std::string token = options_.bearer_supply ? options_.bearer_supply->current() : options_.bearer_token;
+    if (!token.empty() && same_origin(url, options_.bearer_origin)) {
+        auth = "Authorization: Bearer " + token;
         headers = curl_slist_append(headers, auth.c_str());
         if (!headers) throw HttpError(url_for_message(url) + ": out of memory", ENOMEM, 0, false);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
@@ -362,6 +364,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
 ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
     const auto deadline = std::chrono::steady_clock::now() + options_.net_timeout;
     auto delay = options_.backoff;
+    bool token_reread = false;
     for (unsigned attempt = 1;; ++attempt) {
         void* h = acquire();
         long retry_after = -1;
@@ -371,6 +374,14 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
             return info;
         } catch (const HttpError& e) {
             release(h);
+            // A refused token may have been rotated: re-read it once and ask again.
+            if (e.status() == 401 && !token_reread && options_.bearer_supply && same_origin(url, options_.bearer_origin)) {
+                token_reread = true;
+                if (options_.bearer_supply->refresh()) {
+                    --attempt;
+                    continue;
+                }
+            }
             auto wait = retry_after > 0 ? std::chrono::milliseconds(retry_after * 1000) : delay;
             if (!e.retryable() || attempt >= options_.attempts || std::chrono::steady_clock::now() + wait > deadline) {
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";

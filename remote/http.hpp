@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace gguf_mount::remote {
+
+class TokenSupply;  // remote/token.hpp
 
 /// True for "http://..." and "https://..." (case-insensitive scheme).
 bool is_http_url(const std::string& s);
@@ -65,6 +68,10 @@ struct HttpOptions {
     /// Never logged, never part of a message or a cache key. "" for none.
     std::string bearer_token;
     std::string bearer_origin;  ///< URL of the origin that may receive bearer_token
+    /// When set, the token sent is bearer_supply->current() instead of bearer_token (a token
+    /// file rewritten while running is followed), and a 401 from bearer_origin re-reads it
+    /// once (TokenSupply::refresh); when the value changed, the request is sent again with it.
+    std::shared_ptr<TokenSupply> bearer_supply;
 };
 
 /// A thread-safe HTTP client: a pool of libcurl easy handles (each keeps its connections alive,

@@ -8,6 +8,7 @@
 
 #include "gguf/error.hpp"
 #include "remote/bounds.hpp"
+#include "remote/token.hpp"
 #include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
@@ -41,6 +42,7 @@ HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLo
     if (auto token = find_hub_token(env)) {
         http->bearer_token = token->value;
         http->bearer_origin = out.endpoint;
+        http->bearer_supply = std::make_shared<TokenSupply>(*token, env);
         out.token_source = token->source;
     }
     return out;
@@ -270,7 +272,8 @@ void HubListing::build(const std::string& commit, const std::vector<HubTreeEntry
             ObjectInfo info;
             info.size = e.size;
             info.validator = e.lfs ? e.lfs->sha256 : "git:" + e.oid;
-            auto src = RemoteSource::open_known(context_, hub_resolve_url(endpoint_, source_, commit, e.path), info);
+            auto src = RemoteSource::open_known(context_, hub_resolve_url(endpoint_, source_, commit, e.path), info,
+                                                e.lfs ? e.lfs->sha256 : std::string());
             item.part = src->part();
         }
         dirs[parent_of(rel)].push_back(std::move(item));

@@ -44,7 +44,7 @@ public:
     std::string fetch_commit();
 
     /// Entries of `path` (relative to the source's PATH): from the pinned tree; files are
-    /// RemoteSource::open_known of hub_resolve_url (no request), validator = lfs.oid (sha256)
+    /// RemoteSource::open_known of hub_resolve_url (no request), validator and sha256() = lfs.oid
     /// for LFS files, else "git:" + the blob oid. Names starting with '.' are left out. An
     /// entry with HubTreeEntry::problem (a name over 255 bytes, a size above 1 PiB) is an Item
     /// with that error (a Problem of the catalog), named by its path cut for messages.
@@ -87,7 +87,9 @@ struct HubSetup {
 
 /// Parses `source_arg` (parse_hub_source), reads HF_ENDPOINT (hub_endpoint) and the token
 /// (find_hub_token), and puts the token into `http` (bearer_token, bearer_origin = the
-/// endpoint: never sent elsewhere). Throws gguf::Error as those do (one line, no token value).
+/// endpoint: never sent elsewhere, and bearer_supply: a TokenSupply that follows a token file
+/// rewritten while running, remote/token.hpp). Throws gguf::Error as those do (one line, no
+/// token value).
 HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLookup& env = process_env);
 
 /// Upper bound on tree pages followed for one listing (a server whose next links never end is

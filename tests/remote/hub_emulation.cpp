@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -187,8 +188,12 @@ bool HubEmulation::generate(std::string* error) {
          << "  map $uri $hub_cache_target {\n    default \"\";\n" << cache_map.str() << "  }\n"
          << "  map $uri $hub_missing {\n    default \"\";\n" << missing_map.str() << "  }\n";
     std::string auth;
-    if (spec_.required_token)
-        auth = "    if ($http_authorization != \"Bearer " + *spec_.required_token + "\") { return 401; }\n";
+    if (spec_.required_token) {
+        // The accepted tokens are files in tokens/ (accept_tokens rewrites them while running).
+        http << "  map $http_authorization $hub_token {\n    default \"-\";\n    \"~^Bearer (?<t>[A-Za-z0-9_]+)$\" $t;\n  }\n";
+        auth = "    if (!-f " + (fs::path(dir_.path()) / "tokens").string() + "/$hub_token) { return 401; }\n";
+        if (!accept_tokens({*spec_.required_token})) return fail("cannot write the accepted tokens");
+    }
     // The Hub's error answers carry X-Error-Code and X-Error-Message (nginx sends no header
     // whose value is empty).
     auto error_answer = [](const std::string& code, const std::string& message, int status) {
@@ -273,6 +278,20 @@ bool HubEmulation::move_revision(const std::string& revision, const std::string&
                           "__page.json";
     if (!fs::exists(page)) return false;
     gguf_test::write_file(page.string(), nlohmann::json{{"id", spec_.org + "/" + spec_.repo}, {"sha", sha}}.dump());
+    return true;
+}
+
+bool HubEmulation::accept_tokens(const std::vector<std::string>& tokens) {
+    const fs::path dir = fs::path(dir_.path()) / "tokens";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return false;
+    for (const auto& t : tokens) {
+        if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+            return false;
+        gguf_test::write_file((dir / t).string(), "");
+    }
     return true;
 }
 

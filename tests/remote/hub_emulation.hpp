@@ -12,7 +12,8 @@
 //   CDN port: /blobs/SHA256 with Range support, no token needed (a signed URL on the real Hub);
 //     nginx, or with HubRepoSpec::cdn_fault_server the FaultServer (faults per signed URL).
 // REV is any of the revision names or the commit sha. With required_token set, every API and
-// resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo.
+// resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo
+// (accept_tokens changes the accepted tokens while running: a rotated token).
 // The Hub's other behaviours on demand (HubRepoSpec): X-Error-Code answers (RepoNotFound,
 // GatedRepo, EntryNotFound), relative 307 redirects (resolve-cache, a renamed repo), long Link
 // headers and next links to another host.
@@ -120,6 +121,9 @@ public:
     /// A push, as far as a client pinning revisions can see: revision `revision` now answers
     /// `sha` (40 hex digits; nothing is served at that commit). False when not started.
     bool move_revision(const std::string& revision, const std::string& sha);
+    /// With HubRepoSpec::required_token: from now on only `tokens` are accepted (a rotated
+    /// token). Tokens: letters, digits, '_'. False when one cannot be emulated.
+    bool accept_tokens(const std::vector<std::string>& tokens);
     /// Number of tree pages the listing of `dir` ("" = root) takes.
     size_t page_count(const std::string& dir) const;
 
