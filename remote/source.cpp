@@ -133,6 +133,32 @@ void RemoteContext::keep(std::weak_ptr<const RemoteSource> source, uint64_t bloc
     }
 }
 
+void RemoteContext::note_head_validator(const std::string& url, const std::string& head,
+                                        const std::string& get) noexcept {
+    try {
+        auto parts = parse_url(url);
+        const std::string origin = parts ? parts->scheme + "://" + parts->host + ":" + parts->port : "?";
+        bool first = false;
+        {
+            std::lock_guard<std::mutex> lock(head_mutex_);
+            head_validators_[url] = {head, get};
+            first = head_logged_.insert(origin).second;
+        }
+        if (first) {
+            spdlog::warn("{}: HEAD and GET answer different ETags ({} and {} for {}); revalidation trusts this "
+                         "HEAD answer from now on (each revalidation would otherwise cost a ranged GET per file)",
+                         origin, head, get, url_for_message(url));
+        }
+    } catch (...) {
+    }
+}
+
+bool RemoteContext::head_names(const std::string& url, const std::string& head, const std::string& get) const noexcept {
+    std::lock_guard<std::mutex> lock(head_mutex_);
+    auto it = head_validators_.find(url);
+    return it != head_validators_.end() && it->second.first == head && it->second.second == get;
+}
+
 RemoteContext::RemoteContext(RemoteOptions options)
     : options_(std::move(options)),
       threads_allowed_(!options_.defer_threads),
@@ -335,9 +361,9 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         }
         return std::shared_ptr<RemoteSource>(new RemoteSource(context, url, *known));
     }
+    std::optional<ObjectInfo> now;  // the HEAD's answer
     try {
         if (known) {
-            std::optional<ObjectInfo> now;
             try {
                 now = context->http().head(url);
             } catch (const HttpError& e) {
@@ -345,7 +371,8 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
                 // answers the ranged GET below; a server that is down fails there too.
                 spdlog::debug("{} (HEAD); asking with a ranged GET", e.what());
             }
-            if (now && now->validator == known->validator && now->size == known->size) {
+            if (now && now->size == known->size &&
+                (now->validator == known->validator || context->head_names(url, now->validator, known->validator))) {
                 return std::shared_ptr<RemoteSource>(new RemoteSource(context, url, *known));
             }
         }
@@ -353,6 +380,10 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         std::shared_ptr<char[]> buf = context->block_buffer();
         size_t got = 0;
         ObjectInfo info = context->http().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
+        if (known && now && now->validator != info.validator && info.validator == known->validator &&
+            info.size == known->size) {
+            context->note_head_validator(url, now->validator, info.validator);  // HEAD and GET differ
+        }
         auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, info));
         src->bytes_fetched_ = got;
         if (!context->options().store_blocks) {
@@ -387,16 +418,18 @@ ObjectInfo RemoteSource::get_block(uint64_t offset, size_t len, char* dst, size_
         std::lock_guard<std::mutex> lock(mutex_);
         location = location_;
     }
+    // One bound for both tries (remote/http.hpp request_deadline).
+    const auto deadline = HttpClient::Clock::now() + request_deadline(context_->http().options(), len);
     std::string answered;
     if (!location.empty() && location != url_) {
         try {
-            return context_->http().get_range(location, offset, len, dst, got, &answered);
+            return context_->http().get_range(location, offset, len, dst, got, &answered, deadline);
         } catch (const HttpError& e) {
             // An expired signed URL, a CDN node gone: resolve again through the given URL.
             spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(), name_);
         }
     }
-    ObjectInfo info = context_->http().get_range(url_, offset, len, dst, got, &answered);
+    ObjectInfo info = context_->http().get_range(url_, offset, len, dst, got, &answered, deadline);
     std::lock_guard<std::mutex> lock(mutex_);
     location_ = answered;
     return info;
@@ -451,16 +484,23 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     const uint64_t len = block_length(block);
     {
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return fetching_.count(block) == 0; });
+        auto in_flight = fetching_.find(block);
+        if (in_flight != fetching_.end()) {
+            // Another thread fetches it: its outcome is this read's too. Asking again at once
+            // would make N readers of a block that fails wait N times the request's bound.
+            const uint64_t waited_for = in_flight->second;
+            cv_.wait(lock, [&] { return fetching_.count(block) == 0; });
+            auto f = failed_.find(block);
+            if (f != failed_.end() && f->second.first == waited_for) return f->second.second;
+        }
         auto it = fresh_.find(block);
         if (it != fresh_.end()) {  // fetched by another thread, still being staged
             if (bytes) *bytes = it->second;
             return 0;
         }
         if (staged_.count(block) || context_->cache().has(key_, block, len)) return 0;
-        if (changed_.load()) return -EIO;
         try {
-            fetching_.insert(block);
+            fetching_[block] = ++fetch_serial_;
         } catch (...) {
             return -ENOMEM;
         }
@@ -481,11 +521,26 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
             buf = context_->block_buffer();
             ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
             bytes_fetched_ += got;
-            if ((!size_only_ && info.validator != info_.validator) || info.size != info_.size) {
-                if (!changed_.exchange(true)) {
-                    spdlog::warn("{}: changed on the server (validator {} -> {}); cached blocks are still served, "
-                                 "the rest fails with EIO until it is mounted again",
-                                 name_, info_.validator, info.validator);
+            auto other_version = [&] {
+                return (!size_only_ && info.validator != info_.validator) || info.size != info_.size;
+            };
+            if (other_version()) {
+                // One answer of another version: a real change, or one backend of several that
+                // disagree (a load balancer). Never served; asked once more, resolving anew.
+                {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    location_.clear();
+                }
+                info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+                bytes_fetched_ += got;
+            }
+            if (other_version()) {
+                if (!other_version_logged_.exchange(true)) {
+                    spdlog::warn("{}: the server answered another version (validator {} -> {}, size {} -> {}): changed "
+                                 "on the server, or its backends disagree. Reads of uncached blocks fail with EIO "
+                                 "while it does, cached blocks are still served; a changed file is served as a new "
+                                 "version after the next revalidation or a remount",
+                                 name_, info_.validator, info.validator, info_.size, info.size);
                 }
                 rc = -EIO;
             }
@@ -507,7 +562,16 @@ int RemoteSource::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     bool kept = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        fetching_.erase(block);
+        auto mine = fetching_.find(block);
+        try {
+            if (rc != 0) {
+                failed_[block] = {mine->second, rc};
+            } else {
+                failed_.erase(block);
+            }
+        } catch (...) {
+        }
+        fetching_.erase(mine);
         if (rc == 0) {
             try {
                 fresh_[block] = buf;
@@ -687,6 +751,9 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         // again if it is already gone.
         // Each attempt either fetches the block (bytes in memory) or finds it staged or present at
         // that moment; a cache bound below the working set may evict it again before it is read.
+        // A FUSE worker never waits for the network (gguf::NoNetworkWaitScope): it hands the
+        // read to a thread of its own.
+        if (!bytes && r == -ENOENT && gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
         for (int attempt = 0; !bytes && r == -ENOENT && attempt < 8; ++attempt) {
             int rc = fetch(block, &bytes);
             if (rc != 0) return rc;
