@@ -52,8 +52,9 @@
 #include <thread>
 #include <vector>
 
+#include "gguf/model/merge_plan.hpp"
 #include "gguf/error.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/model/split_set.hpp"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

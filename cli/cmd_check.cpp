@@ -13,9 +13,9 @@
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"

@@ -19,17 +19,18 @@
 #include <cxxopts.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gguf/model/merge_plan.hpp"
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
 #include "gguf/error.hpp"
-#include "gguf/output.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/text.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/output.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+#include "common/text.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
 #include "remote/source.hpp"
@@ -238,7 +239,7 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
     std::optional<gguf::SplitSet> set(remote::open_remote_set(url, context));
     const size_t shard_count = set->shards().size();
     const uint64_t tensor_count = set->tensor_count();
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    const gguf::VirtualFile vf = gguf::open_merged(*set);
     set.reset();
     if (cancelled()) return exit_for_signal();
 
@@ -360,7 +361,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     const size_t shard_count = set->shards().size();
     const uint64_t tensor_count = set->tensor_count();
     if (delete_splits) ensure_shards_deletable(parts, "nothing was written or deleted");
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    const gguf::VirtualFile vf = gguf::open_merged(*set);
     set.reset();
     if (cancelled()) return exit_for_signal();
 

@@ -1,6 +1,6 @@
 // `gguf-mount SOURCE MOUNTPOINT [options]`: serve the model directory SOURCE read-only through
 // FUSE (fs/): every complete gguf-split set merged, byte-split parts joined, every other file as
-// it is (gguf/catalog.hpp), kept up to date while mounted (fs/watcher.hpp).
+// it is (gguf/model/catalog.hpp), kept up to date while mounted (fs/watcher.hpp).
 //
 // Also reached as `gguf-mount mount ...` and as `mount.gguf-mount SOURCE MOUNTPOINT -o opts`
 // (mount(8) runs /sbin/mount.<type> for an fstab entry of type gguf-mount and may add -n, -v).
@@ -25,12 +25,12 @@
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 #include "gguf/error.hpp"
-#include "gguf/file_io.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/model/catalog.hpp"
 
-#include "gguf/split_plan.hpp"
+#include "gguf/model/split_plan.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/url_parts.hpp"

@@ -20,7 +20,7 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
 #include "remote/catalog.hpp"
 #include "remote/hub_listing.hpp"

@@ -15,16 +15,17 @@
 #include <cxxopts.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gguf/format/file_plan.hpp"
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/progress.hpp"
 #include "gguf/error.hpp"
-#include "gguf/output.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/output.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace gguf_mount::cli {
 
@@ -92,7 +93,7 @@ int split(const SplitArgs& a) {
         std::fputs(gguf::split_summary(plans).c_str(), stdout);
         std::fflush(stdout);
     }
-    // Temporary files that killed earlier runs left for these names (see gguf/output.hpp).
+    // Temporary files that killed earlier runs left for these names (see gguf/bytes/output.hpp).
     for (const std::string& name : finals) {
         for (const std::string& stale : gguf::remove_stale_temporaries(name)) {
             spdlog::info("removed {}, left behind by an interrupted earlier run", stale);

@@ -26,8 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gguf/catalog.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace gguf_mount::fs {
 

@@ -29,7 +29,7 @@
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/self_read.hpp"
-#include "gguf/threads.hpp"
+#include "common/threads.hpp"
 
 namespace gguf_mount::fs {
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "gguf/file_io.hpp"
+#include "gguf/bytes/file_io.hpp"
 
 namespace gguf_mount::remote {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/hub.hpp"
 #include "remote/source.hpp"
 

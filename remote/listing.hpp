@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/source.hpp"
 
 namespace gguf_mount::remote {

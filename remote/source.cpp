@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
-#include "gguf/threads.hpp"
+#include "common/threads.hpp"
 
 namespace gguf_mount::remote {
 

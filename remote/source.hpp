@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "gguf/byte_source.hpp"
-#include "gguf/logical_file.hpp"
+#include "gguf/bytes/byte_source.hpp"
+#include "gguf/bytes/logical_file.hpp"
 #include "remote/cache.hpp"
 #include "remote/http.hpp"
 
@@ -80,7 +80,7 @@ struct RemoteOptions {
 
 /// What the sources of one mount share: the HTTP client, the cache, the read-ahead workers and
 /// the store and commit threads (started on first use, so no thread exists before the daemon
-/// forks; with SIGINT, SIGTERM and SIGHUP blocked, gguf/threads.hpp, so a stop signal reaches
+/// forks; with SIGINT, SIGTERM and SIGHUP blocked, common/threads.hpp, so a stop signal reaches
 /// the FUSE loop threads).
 class RemoteContext {
 public:

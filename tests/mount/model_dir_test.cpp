@@ -1,4 +1,4 @@
-// Model directories through a real mount (gguf/catalog.hpp rules, fs/ live updates): nested
+// Model directories through a real mount (gguf/model/catalog.hpp rules, fs/ live updates): nested
 // folders, companions, hidden shards, byte-split files and shards, Hugging Face cache links,
 // link loops, name clashes, and SOURCE changing while mounted (a download completing, a set
 // removed or a shard replaced under an open reader, SIGHUP). Every test mounts its own

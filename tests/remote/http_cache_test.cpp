@@ -20,7 +20,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/cache.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"

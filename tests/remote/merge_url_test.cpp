@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -77,7 +78,7 @@ protected:
         first_ = shards.front();
         shard_bytes_ = 0;
         for (const auto& s : shards) shard_bytes_ += std::filesystem::file_size(s);
-        gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first_));
+        gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first_));
         std::string merged(vf.size(), '\0');
         ASSERT_EQ(vf.read(0, merged.size(), merged.data()), static_cast<ssize_t>(merged.size()));
         want_sha_ = gguf_test::sha256_hex(merged);

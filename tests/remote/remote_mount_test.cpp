@@ -14,8 +14,10 @@
 #include <future>
 #include <thread>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "support/scan_directory.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -38,7 +40,7 @@ size_t data_requests(const std::vector<AccessEntry>& log) {
 
 /// The merged bytes of the local set whose first shard is `first` (the reference).
 std::string local_merge(const std::string& first) {
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first));
     std::string out(vf.size(), '\0');
     EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     return out;

@@ -1,4 +1,4 @@
-// The byte-source seam (gguf/byte_source.hpp): split sets and virtual files read parts that are
+// The byte-source seam (gguf/bytes/byte_source.hpp): split sets and virtual files read parts that are
 // not local files through a ByteSource, with the same bytes and change checks as local files.
 #include <sys/stat.h>
 #include <utime.h>
@@ -11,11 +11,12 @@
 #include <map>
 #include <memory>
 
-#include "gguf/byte_source.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/bytes/byte_source.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -88,7 +89,7 @@ TEST(ByteSourceSeam, SplitSetAndVirtualFileReadThroughTheSourceByteExact) {
     MemorySet m = kvzoo_in_memory(c);
     gguf::SplitSet set = gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver());
     EXPECT_EQ(set.merged_name(), "kvzoo.gguf");
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
+    gguf::VirtualFile vf = gguf::open_merged(set);
     ASSERT_EQ(vf.size(), c.merged_size);
     std::string out(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
@@ -111,7 +112,7 @@ TEST(ByteSourceSeam, ChangedSourceFailsReadsWithEioAndNamesIt) {
     const auto c = kvzoo_case();
     MemorySet m = kvzoo_in_memory(c);
     gguf::VirtualFile vf =
-        gguf::VirtualFile::merged(gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver()));
+        gguf::open_merged(gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver()));
     // The last source extent's shard "changes on the server".
     const gguf::Extent* last = nullptr;
     for (const auto& e : vf.layout().extents()) {

@@ -19,10 +19,11 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/logical_file.hpp"
-#include "gguf/page_cache.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/bytes/logical_file.hpp"
+#include "gguf/bytes/page_cache.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -98,7 +99,7 @@ protected:
 
 TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto vf = VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     ASSERT_EQ(vf.size(), reference_.size());
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
 
@@ -119,7 +120,7 @@ TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
         const size_t len = 1 + static_cast<size_t>(rng() % (i % 2 ? 4096 : 200000));
         // Every few requests a fresh VirtualFile (no request history): in a file this small
         // every request lies within StreamTracker::kWindow of the previous one.
-        if (i % 2 == 0) vf = VirtualFile::merged(set);
+        if (i % 2 == 0) vf = gguf::open_merged(set);
         gguf::Served s = vf.serve(off, len, buf.mem.get());
         const size_t expect = off >= reference_.size() ? 0 : std::min<size_t>(len, reference_.size() - off);
         ASSERT_EQ(s.result, static_cast<ssize_t>(expect)) << "offset " << off << " len " << len;
@@ -142,7 +143,7 @@ TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
 }
 
 TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
-    auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    auto vf = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     // The largest Source extent, read from its start in 4 KiB steps.
     const gguf::Extent* big = nullptr;
@@ -162,7 +163,7 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
     EXPECT_EQ(std::string(second.data, 4096), reference_.substr(big->start + 4096, 4096));
 
     // Fully cached bytes are copied from the page cache, even for a fresh (random) reader.
-    auto fresh = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    auto fresh = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
     const auto& src = fresh.sources()[big->source];
     std::string warm(4096, '\0');
     ASSERT_EQ(::pread(src.fd.get(), warm.data(), warm.size(), static_cast<off_t>(big->source_offset)), 4096);
@@ -178,7 +179,7 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
 // off for that shard.
 TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto vf = VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     int tails = 0;
     for (const auto& e : vf.layout().extents()) {
@@ -189,7 +190,7 @@ TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
         if (widened_end <= static_cast<uint64_t>(src.st.st_size)) continue;
         ++tails;
         evict_all();
-        auto fresh = VirtualFile::merged(set);
+        auto fresh = gguf::open_merged(set);
         ServeBuffer buf(100);
         gguf::Served s = fresh.serve(e.start + e.length - 100, 100, buf.mem.get());
         ASSERT_EQ(s.result, 100) << src.path;
@@ -203,8 +204,8 @@ TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
 
 TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto probe = VirtualFile::merged(set);  // shows this request takes the O_DIRECT path
-    auto vf = VirtualFile::merged(set);     // opened before the rewrite, read after it
+    auto probe = gguf::open_merged(set);  // shows this request takes the O_DIRECT path
+    auto vf = gguf::open_merged(set);     // opened before the rewrite, read after it
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     const gguf::Extent* last = nullptr;
     for (const auto& e : vf.layout().extents()) {

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "gguf/error.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/virtual_file.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/bytes/virtual_file.hpp"
+#include "gguf/format/writer.hpp"
 #include "support/support.hpp"
 
 namespace {

@@ -1,0 +1,865 @@
+#include "gguf/model/catalog.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/xattr.h>
+#include <climits>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/byte_split.hpp"
+#include "gguf/error.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+
+namespace gguf {
+
+namespace {
+
+/// Most directories one catalog walks (aliases through links included); the rest is a Problem.
+constexpr size_t kMaxDirectories = 100000;
+
+bool later(const timespec& a, const timespec& b) {
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
+EntryAttributes directory_attributes(const struct stat& st) {
+    EntryAttributes a;
+    a.mode = st.st_mode & 0555;
+    a.uid = st.st_uid;
+    a.gid = st.st_gid;
+    a.mtime = st.st_mtim;
+    a.ctime = st.st_ctim;
+    return a;
+}
+
+/// Rule 8 on the file system: walks the paths an entry is reached through the way the kernel
+/// resolves them and narrows served modes to what every member of a class could open directly.
+/// Caches what it stats and reads, for one catalog build.
+class AccessJudge {
+public:
+    /// Narrows `attr` (owner, group and bits from the parts alone) of a file made of `parts`;
+    /// appends a note for `rel` when an ACL or a path that cannot be walked decides the mode.
+    void narrow_file(const std::string& rel, const std::vector<FilePart>& parts, EntryAttributes* attr,
+                     std::vector<Problem>* notes) {
+        std::vector<AccessCheck> checks;
+        std::string why;
+        for (const FilePart& p : parts) add_path(p.path, 4, &checks, &why);
+        finish(rel, classes_passing(attr->uid, attr->gid, checks), attr, &why, notes);
+        attr->mode &= 0444;
+    }
+
+    /// Narrows the attributes of the directory reached at `abs`: read and search bits per class.
+    void narrow_directory(const std::string& rel, const std::string& abs, EntryAttributes* attr,
+                          std::vector<Problem>* notes) {
+        std::vector<AccessCheck> read, search;
+        std::string why;
+        add_path(abs, 4, &read, &why);
+        add_path(abs, 1, &search, &why);
+        const mode_t r = classes_passing(attr->uid, attr->gid, read);
+        const mode_t x = classes_passing(attr->uid, attr->gid, search);
+        finish(rel.empty() ? "." : rel, r | (x >> 2), attr, &why, notes);
+        attr->mode &= 0555;
+    }
+
+private:
+    struct Object {
+        bool ok = false;
+        struct stat st {};
+        bool acl = false;
+    };
+
+    /// Appends the checks of opening `path`: search on every directory walked, `need` on the
+    /// object reached. Records in `*why` what makes the result not a plain mode-bit judgement.
+    void add_path(const std::string& path, unsigned need, std::vector<AccessCheck>* checks, std::string* why) {
+        std::vector<std::string> searched;
+        std::string target;
+        if (!walk(path, &searched, &target)) {
+            if (why->empty()) *why = path + ": its path cannot be walked (vanished or too many symlinks)";
+            checks->push_back(AccessCheck{0, 0, 0, false, need});  // nobody passes
+            return;
+        }
+        std::set<std::string> seen;
+        for (const std::string& d : searched) {
+            if (seen.insert(d).second) add_object(d, 1, checks, why);
+        }
+        add_object(target, need, checks, why);
+    }
+
+    void add_object(const std::string& canonical, unsigned need, std::vector<AccessCheck>* checks, std::string* why) {
+        auto it = objects_.find(canonical);
+        if (it == objects_.end()) {
+            Object o;
+            o.ok = ::stat(canonical.c_str(), &o.st) == 0;
+            if (o.ok) o.acl = ::getxattr(canonical.c_str(), "system.posix_acl_access", nullptr, 0) > 0;
+            it = objects_.emplace(canonical, o).first;
+        }
+        const Object& o = it->second;
+        if (!o.ok) {
+            if (why->empty()) *why = canonical + ": cannot be stat()ed";
+            checks->push_back(AccessCheck{0, 0, 0, false, need});
+            return;
+        }
+        if (o.acl && why->empty()) {
+            *why = canonical + " has a POSIX ACL (system.posix_acl_access), which mode bits cannot judge";
+        }
+        checks->push_back(AccessCheck{o.st.st_uid, o.st.st_gid, o.st.st_mode & 07777, o.acl, need});
+    }
+
+    static void finish(const std::string& rel, mode_t passing, EntryAttributes* attr, std::string* why,
+                       std::vector<Problem>* notes) {
+        // passing holds read-position bits (0444) for files; for directories r | x>>2 (0555).
+        attr->mode &= passing;
+        if (!why->empty()) {
+            char mode[8];
+            std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(attr->mode));
+            notes->push_back(Problem{rel, *why + "; served with mode " + mode});
+        }
+    }
+
+    /// The kernel's walk of `path` (made absolute against the working directory), following
+    /// every symlink: appends each directory a name is looked up in (canonical, no links) to
+    /// `*searched` and sets `*target` to the canonical object reached. False when a component
+    /// is missing or more than 40 links are followed (ELOOP).
+    bool walk(const std::string& path, std::vector<std::string>* searched, std::string* target) {
+        std::deque<std::string> todo;
+        std::string start = path;
+        if (start.empty() || start[0] != '/') {
+            char cwd[4096];
+            if (!::getcwd(cwd, sizeof cwd)) return false;
+            start = std::string(cwd) + "/" + start;
+        }
+        push_components(start, &todo);
+        std::string cur = "/";
+        unsigned links = 0;
+        while (!todo.empty()) {
+            std::string comp = std::move(todo.front());
+            todo.pop_front();
+            searched->push_back(cur);
+            if (comp == ".") continue;
+            if (comp == "..") {
+                size_t slash = cur.rfind('/');
+                cur = slash == 0 || slash == std::string::npos ? "/" : cur.substr(0, slash);
+                continue;
+            }
+            std::string next = cur == "/" ? "/" + comp : cur + "/" + comp;
+            const Name& name = name_at(next);
+            if (!name.exists) return false;
+            if (name.link) {
+                if (++links > 40) return false;
+                const std::string& t = name.target;
+                if (t[0] == '/') cur = "/";
+                std::deque<std::string> more;
+                push_components(t, &more);
+                todo.insert(todo.begin(), more.begin(), more.end());
+                continue;
+            }
+            cur = std::move(next);
+        }
+        *target = cur;
+        return true;
+    }
+
+    /// What a canonical path names, from lstat(2) and readlink(2), cached.
+    struct Name {
+        bool exists = false;
+        bool link = false;
+        std::string target;  // links: the link text (never empty)
+    };
+    const Name& name_at(const std::string& path) {
+        auto it = names_.find(path);
+        if (it != names_.end()) return it->second;
+        Name n;
+        struct stat lst {};
+        if (::lstat(path.c_str(), &lst) == 0) {
+            n.exists = true;
+            if (S_ISLNK(lst.st_mode)) {
+                n.link = true;
+                char buf[4096];
+                ssize_t len = ::readlink(path.c_str(), buf, sizeof buf);
+                if (len > 0 && static_cast<size_t>(len) < sizeof buf) {
+                    n.target.assign(buf, static_cast<size_t>(len));
+                } else {
+                    n.exists = false;  // unreadable or too long a link: cannot be walked
+                }
+            }
+        }
+        return names_.emplace(path, std::move(n)).first->second;
+    }
+
+    static void push_components(const std::string& p, std::deque<std::string>* out) {
+        size_t i = 0;
+        while (i < p.size()) {
+            size_t j = p.find('/', i);
+            if (j == std::string::npos) j = p.size();
+            if (j > i) out->push_back(p.substr(i, j - i));
+            i = j + 1;
+        }
+    }
+
+    std::map<std::string, Object> objects_;
+    std::map<std::string, Name> names_;
+};
+
+/// A regular file of one directory listing.
+struct Listed {
+    std::string name;
+    FilePart part;  // path = absolute path through the link name, st through the link
+};
+
+/// A subdirectory to walk.
+struct Subdir {
+    std::string name;
+    std::string full;
+    struct stat st {};
+};
+
+/// A candidate for a served name before clash resolution.
+struct Candidate {
+    std::string name;        // in its directory
+    std::string first_part;  // base name of its first physical file (rule 6 ordering)
+    CatalogEntry entry;
+};
+
+/// `path` itself when at most 200 bytes, else its first 100 and last 80 bytes around
+/// "...(N bytes)...", so a Problem about a path too long to use stays readable.
+std::string cut_path(const std::string& path) {
+    constexpr size_t kHead = 100, kTail = 80;
+    if (path.size() <= kHead + kTail + 20) return path;
+    return path.substr(0, kHead) + "...(" + std::to_string(path.size()) + " bytes)..." +
+           path.substr(path.size() - kTail);
+}
+
+std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+
+/// The first 4 bytes of `part` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
+bool starts_with_gguf_magic(const FilePart& part) {
+    const std::string& path = part.path;
+    char magic[4] = {};
+    ssize_t n = 0;
+    if (part.source) {
+        n = part.source->pread(magic, sizeof magic, 0);
+    } else {
+        UniqueFd fd = open_read_only(path);
+        n = pread_full(fd.get(), magic, sizeof magic, 0);
+    }
+    if (n < 0) {
+        int e = static_cast<int>(-n);
+        throw Error(Code::Io, path + ": read failed: " + std::strerror(e), e);
+    }
+    return n == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+class Walker {
+public:
+    Walker(const CatalogOptions& options, Catalog& out, DirectoryListing* listing = nullptr)
+        : options_(options), out_(out), listing_(listing) {}
+
+    /// Walks directory `abs` shown at `rel` ("" for the root).
+    void walk(const std::string& abs, const std::string& rel, const struct stat& st, unsigned depth) {
+        ++directories_;
+        visited_.emplace(std::make_pair(st.st_dev, st.st_ino), rel);
+        add_directory(rel, abs, st);
+        if (!listing_) out_.watched.push_back(WatchedPath{abs, true, true, st});
+        ancestors_.push_back({st.st_dev, st.st_ino, rel});
+
+        std::vector<Listed> files;
+        std::vector<Subdir> subdirs;
+        std::set<std::string> real_names;
+        if (list(abs, rel, &files, &subdirs, &real_names)) {
+            scan_files(abs, rel, files, real_names, nullptr);
+        }
+        for (const Subdir& sub : subdirs) {
+            const std::string sub_rel = join(rel, sub.name);
+            auto loop = std::find_if(ancestors_.begin(), ancestors_.end(), [&](const Ancestor& a) {
+                return a.dev == sub.st.st_dev && a.ino == sub.st.st_ino;
+            });
+            auto seen = visited_.find({sub.st.st_dev, sub.st.st_ino});
+            if (loop != ancestors_.end()) {
+                problem(sub_rel, sub.full + ": symlink loop: it is the directory '" +
+                                     (loop->rel.empty() ? std::string(".") : loop->rel) +
+                                     "' again; not followed");
+            } else if (seen != visited_.end()) {
+                // Each directory is walked once: links that fan out (two links per level to the
+                // next, 16 levels) would otherwise expand to 2^16 copies of the deepest level.
+                problem(sub_rel, sub.full + ": the directory '" + seen->second +
+                                     "' again (another link to it); shown there only, not here");
+            } else if (entries_cut_) {
+                continue;  // reported once, where the cut happened
+            } else if (depth + 1 > options_.max_depth) {
+                problem(sub_rel, sub.full + ": nested deeper than " + std::to_string(options_.max_depth) +
+                                     " directories; not walked");
+            } else if (directories_ >= kMaxDirectories) {
+                problem(sub_rel, sub.full + ": more than " + std::to_string(kMaxDirectories) +
+                                     " directories under SOURCE; not walked");
+            } else {
+                walk(sub.full, sub_rel, sub.st, depth + 1);
+            }
+        }
+        ancestors_.pop_back();
+    }
+
+    /// The catalog of a single first shard `path` whose directory is `dir_abs`.
+    void single_set(const std::string& path, const struct stat& dir_st) {
+        const std::string dir = dir_name(path);
+        const std::string base = base_name(path);
+        add_directory("", dir, dir_st);
+        out_.watched.push_back(WatchedPath{dir, true, true, dir_st});
+        auto sn = parse_shard_name(base);
+        if (!sn) {
+            Listed l;
+            l.name = base;
+            l.part.path = path;
+            if (::stat(path.c_str(), &l.part.st) == 0) {
+                l.part.size = static_cast<uint64_t>(l.part.st.st_size);
+                out_.watched.push_back(WatchedPath{path, false, true, l.part.st});
+                if (joined_set(l, base)) return;
+            }
+        }
+        if (!sn || sn->index != 1) {
+            try {
+                SplitSet::open(path);  // throws the usual "not a first shard" message
+                problem(base, path + ": not the first shard of a gguf-split set");
+            } catch (const Error& e) {
+                problem(base, e.what());
+            }
+            return;
+        }
+        std::vector<Listed> files;
+        std::vector<Subdir> subdirs;
+        std::set<std::string> real_names;
+        const size_t before = out_.problems.size();
+        if (list(dir, "", &files, &subdirs, &real_names)) scan_files(dir, "", files, real_names, &base);
+        // The catalog of one set shows nothing else, so "not shown" would say nothing.
+        static const std::string kNotShown = "; not shown";
+        for (size_t i = before; i < out_.problems.size(); ++i) {
+            std::string& r = out_.problems[i].reason;
+            if (r.size() > kNotShown.size() && r.compare(r.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0) {
+                r.resize(r.size() - kNotShown.size());
+            }
+        }
+    }
+
+private:
+    struct Ancestor {
+        dev_t dev;
+        ino_t ino;
+        std::string rel;
+    };
+
+    void add_directory(const std::string& rel, const std::string& abs, const struct stat& st) {
+        // A listed (remote) directory has no local path whose access could be judged.
+        CatalogDirectory d{rel, directory_attributes(st), listing_ ? std::string() : abs};
+        if (!listing_) judge_.narrow_directory(rel, abs, &d.attr, &out_.notes);
+        out_.directories.push_back(std::move(d));
+    }
+
+    /// Rule 8 attributes of the file `rel` made of `parts`.
+    EntryAttributes attributes(const std::string& rel, const std::vector<FilePart>& parts) {
+        EntryAttributes a = file_attributes(parts);
+        if (!listing_) judge_.narrow_file(rel, parts, &a, &out_.notes);
+        return a;
+    }
+
+    /// Sets `e`'s size from its planned layout; without keep_layouts the layout (for a merged
+    /// set, its whole rendered header) is released at once, so a catalog of many sets never
+    /// holds more than one header.
+    void set_layout(CatalogEntry& e, VirtualLayout layout) const {
+        e.bytes = layout.size();
+        if (options_.keep_layouts) e.layout = std::move(layout);
+    }
+
+    /// Without keep_layouts, frees `e`'s planned layout (e.bytes keeps its size). Moved out
+    /// into a temporary rather than assigned an empty one: a std::string move-assigned from an
+    /// empty (small) string keeps its old capacity, which held the whole rendered header
+    /// (measured: 8 sets with a 20 MB header kept 160 MB).
+    void release_layout(CatalogEntry& e) const {
+        if (options_.keep_layouts) return;
+        VirtualLayout released(std::move(e.layout));
+    }
+
+    /// Rule 9 for the regular file `f`, shown at `rp`: when it is a GGUF file whose header says
+    /// split.count > 1, it is served as the merged model of the cat-joined set it holds
+    /// (SplitSet::open_concatenated), or is a Problem saying what to run instead; returns true.
+    /// Returns false (a companion) for any other file, including unreadable or broken GGUF.
+    bool joined_set(const Listed& f, const std::string& rp) {
+        LogicalFile lf;
+        lf.path = f.part.path;
+        lf.parts.push_back(f.part);
+        try {
+            if (!starts_with_gguf_magic(f.part)) return false;
+            if (!has_split_count_above_one(read_header(OpenLogicalFile::open(lf)))) return false;
+        } catch (const Error&) {
+            return false;
+        }
+        try {
+            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp);
+            release_layout(e);
+            e.attr = attributes(rp, e.parts());
+            out_.entries.push_back(std::move(e));
+        } catch (const Error& e) {
+            problem(rp, e.what());
+        }
+        return true;
+    }
+
+    void problem(const std::string& path, const std::string& reason) {
+        out_.problems.push_back(Problem{path, reason});
+    }
+
+    /// Lists directory `abs`: regular files, subdirectories and every name taken (rule 6).
+    /// Names starting with '.' are skipped. Returns false (and records a Problem) when the
+    /// directory cannot be read.
+    bool list(const std::string& abs, const std::string& rel, std::vector<Listed>* files, std::vector<Subdir>* subdirs,
+              std::set<std::string>* real_names) {
+        if (listing_) return list_listing(abs, rel, files, subdirs, real_names);
+        DIR* d = ::opendir(abs.c_str());
+        if (!d) {
+            int e = errno;
+            problem(rel.empty() ? "." : rel, abs + ": cannot list directory: " + std::strerror(e));
+            return false;
+        }
+        std::vector<std::string> names;
+        while (dirent* ent = ::readdir(d)) {
+            if (ent->d_name[0] == '.') continue;  // ".", "..", and hidden names (rule 1)
+            if (entries_ >= options_.max_entries) {
+                if (!entries_cut_) {
+                    entries_cut_ = true;
+                    problem(rel.empty() ? "." : rel,
+                            abs + ": more than " + std::to_string(options_.max_entries) +
+                                " entries under SOURCE (CatalogOptions::max_entries); the rest of this directory "
+                                "and every directory not walked yet are not shown");
+                }
+                break;
+            }
+            ++entries_;
+            names.emplace_back(ent->d_name);
+        }
+        ::closedir(d);
+        std::sort(names.begin(), names.end());
+
+        for (const std::string& name : names) {
+            const std::string full = abs + "/" + name;
+            const std::string rp = join(rel, name);
+            if (std::find(options_.skip_paths.begin(), options_.skip_paths.end(), full) != options_.skip_paths.end()) {
+                real_names->insert(name);  // taken: no virtual file gets the mount point's name
+                continue;
+            }
+            struct stat lst {};
+            if (::lstat(full.c_str(), &lst) != 0) {
+                int e = errno;
+                if (e == ENOENT) continue;  // vanished since readdir
+                // Rule 10: e.g. ENAMETOOLONG (longer than PATH_MAX); never dropped silently.
+                problem(cut_path(rp), cut_path(full) + ": cannot look at it (" + std::strerror(e) +
+                                          (full.size() >= PATH_MAX ? ", the path is " + std::to_string(full.size()) +
+                                                                         " bytes, the limit PATH_MAX is " +
+                                                                         std::to_string(PATH_MAX)
+                                                                   : std::string()) +
+                                          "); not shown");
+                continue;
+            }
+            real_names->insert(name);
+            struct stat st {};
+            if (::stat(full.c_str(), &st) != 0) {
+                int e = errno;
+                if (S_ISLNK(lst.st_mode)) {
+                    char target[4096];
+                    ssize_t n = ::readlink(full.c_str(), target, sizeof target - 1);
+                    std::string t = n >= 0 ? std::string(target, static_cast<size_t>(n)) : std::string("?");
+                    if (e == ELOOP) {
+                        problem(rp, full + ": symlink loop (the chain of links never ends); not followed");
+                    } else {
+                        problem(rp, full + ": dangling symlink to '" + t + "' (" + std::strerror(e) + "); not shown");
+                    }
+                    out_.watched.push_back(WatchedPath{full, false, false, {}});
+                }
+                continue;
+            }
+            if (S_ISDIR(st.st_mode)) {
+                const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+                if (std::find(options_.skip.begin(), options_.skip.end(), id) != options_.skip.end()) continue;
+                subdirs->push_back(Subdir{name, full, st});
+            } else if (S_ISREG(st.st_mode)) {
+                Listed l;
+                l.name = name;
+                l.part.path = full;
+                l.part.st = st;
+                l.part.size = static_cast<uint64_t>(st.st_size);
+                out_.watched.push_back(WatchedPath{full, false, true, st});
+                files->push_back(std::move(l));
+            } else {
+                problem(rp, full + ": not a regular file or directory; not shown");
+            }
+        }
+        return true;
+    }
+
+    /// Rules 2-6 for the regular files of one directory. With `only_first`, just the set whose
+    /// first shard has that name is looked at (no companions, no byte-split files).
+    void scan_files(const std::string& abs, const std::string& rel, const std::vector<Listed>& files,
+                    const std::set<std::string>& real_names, const std::string* only_first) {
+        std::map<std::string, const Listed*> by_name;
+        std::vector<std::string> names;
+        for (const Listed& f : files) {
+            by_name[f.name] = &f;
+            names.push_back(f.name);
+        }
+        std::set<std::string> hidden;  // shard files and byte pieces (rule 4)
+
+        // Rule 2: byte-split groups -> logical files.
+        std::map<std::string, std::vector<LogicalFile>> group_files;
+        // With only_first, only pieces of that set's shards matter.
+        std::optional<ShardName> wanted = only_first ? parse_shard_name(*only_first) : std::nullopt;
+        auto relevant = [&](const std::string& logical_name) {
+            if (!wanted) return true;
+            auto sn = parse_shard_name(logical_name);
+            return sn && sn->prefix == wanted->prefix && sn->count == wanted->count;
+        };
+        for (const ByteSplitGroup& g : detect_byte_splits(names)) {
+            hidden.insert(g.pieces.begin(), g.pieces.end());
+            if (!relevant(g.logical)) continue;
+            if (!g.problem.empty()) {
+                problem(join(rel, g.logical), abs + "/" + g.problem + "; not shown");
+                continue;
+            }
+            LogicalFile lf;
+            lf.path = abs + "/" + g.logical;
+            for (const std::string& p : g.pieces) lf.parts.push_back(by_name.at(p)->part);
+            try {
+                for (size_t i = 1; i < lf.parts.size(); ++i) {
+                    if (starts_with_gguf_magic(lf.parts[i])) {
+                        throw Error(Code::BadMagic, lf.parts[i].path + ": starts with GGUF, so it is a GGUF file of " +
+                                                        "its own, not a byte piece of " + g.logical + "; not shown");
+                    }
+                }
+            } catch (const Error& e) {
+                problem(join(rel, g.logical), e.what());
+                continue;
+            }
+            group_files[g.logical].push_back(std::move(lf));
+        }
+
+        // The logical files by name, for finding shards: real files, then byte-split shards.
+        std::map<std::string, LogicalFile> logical;
+        for (const Listed& f : files) {
+            if (hidden.count(f.name)) continue;
+            LogicalFile lf;
+            lf.path = f.part.path;
+            lf.parts.push_back(f.part);
+            logical.emplace(f.name, std::move(lf));
+        }
+        std::vector<Candidate> candidates;
+        for (auto& [name, lfs] : group_files) {
+            const std::string rp = join(rel, name);
+            if (parse_shard_name(name)) {
+                // A shard made of pieces: resolved by name, validated with its set.
+                if (real_names.count(name)) {
+                    for (const auto& lf : lfs) {
+                        problem(rp, lf.parts.front().path + ": name clash: a real file " + name +
+                                        " exists, so these byte pieces are not used");
+                    }
+                    continue;
+                }
+                std::sort(lfs.begin(), lfs.end(), [](const LogicalFile& a, const LogicalFile& b) {
+                    return base_name(a.parts.front().path) < base_name(b.parts.front().path);
+                });
+                for (size_t i = 1; i < lfs.size(); ++i) {
+                    problem(rp, lfs[i].parts.front().path + ": name clash: shard " + name + " is already made of " +
+                                    lfs[0].parts.front().path + " and its pieces; not used");
+                }
+                logical.emplace(name, std::move(lfs[0]));
+                continue;
+            }
+            if (only_first) continue;
+            for (auto& lf : lfs) {
+                try {
+                    OpenLogicalFile open = OpenLogicalFile::open(lf);
+                    Header h = read_header(open);
+                    if (has_split_count_above_one(h)) {
+                        throw Error(Code::BadSplit, lf.path + ": is a shard of a gguf-split set (key 'split.count' "
+                                                    "above 1) under a name that is not a shard name");
+                    }
+                    Candidate c;
+                    c.name = name;
+                    c.first_part = base_name(lf.parts.front().path);
+                    c.entry.kind = EntryKind::ByteSplit;
+                    c.entry.tensor_count = h.tensors.size();
+                    c.entry.members.push_back(open.file());
+                    set_layout(c.entry, concatenation_layout(open.file()));
+                    candidates.push_back(std::move(c));
+                } catch (const Error& e) {
+                    problem(rp, std::string(e.what()) + "; not shown");
+                }
+            }
+        }
+
+        // Rule 3: split sets among the logical names.
+        std::map<std::pair<std::string, uint32_t>, bool> sets;  // (prefix, count) -> has shard 1
+        for (const auto& [name, lf] : logical) {
+            auto sn = parse_shard_name(name);
+            if (!sn) continue;
+            if (by_name.count(name)) hidden.insert(name);
+            bool& has_first = sets[{sn->prefix, sn->count}];
+            has_first = has_first || sn->index == 1;
+        }
+        auto resolve = [&](const std::string& path) -> std::optional<LogicalFile> {
+            if (path.size() <= abs.size() + 1 || path.compare(0, abs.size() + 1, abs + "/") != 0) return std::nullopt;
+            auto it = logical.find(path.substr(abs.size() + 1));
+            if (it == logical.end()) return std::nullopt;
+            return it->second;
+        };
+        for (const auto& [key, has_first] : sets) {
+            const std::string merged = key.first + ".gguf";
+            const std::string first = shard_path(key.first, 1, key.second);
+            if (only_first && first != *only_first) continue;
+            const std::string rp = join(rel, merged);
+            if (!has_first) {
+                problem(rp, abs + "/" + first + ": missing shard 1 of " + std::to_string(key.second) + "; not shown");
+                continue;
+            }
+            try {
+                SplitSet set = SplitSet::open(abs + "/" + first, resolve);
+                Candidate c;
+                c.name = merged;
+                c.entry = merged_set_entry(set, join(rel, merged));
+                release_layout(c.entry);
+                c.first_part = base_name(c.entry.members.front().parts.front().path);
+                candidates.push_back(std::move(c));
+            } catch (const Error& e) {
+                problem(rp, std::string(e.what()) + "; not shown");
+            }
+        }
+        if (wanted && !sets.count({wanted->prefix, wanted->count})) {
+            problem(*only_first, abs + "/" + *only_first + ": not found in the listing of its directory");
+        }
+
+        // Rule 6: real names win; then the first source name in byte order.
+        std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+            return std::tie(a.name, a.first_part) < std::tie(b.name, b.first_part);
+        });
+        std::map<std::string, std::string> taken;  // virtual name -> first source path
+        for (Candidate& c : candidates) {
+            const std::string rp = join(rel, c.name);
+            const std::string first_path = c.entry.members.front().parts.front().path;
+            if (real_names.count(c.name)) {
+                problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
+                                " and is served instead; not shown");
+                continue;
+            }
+            auto it = taken.find(c.name);
+            if (it != taken.end()) {
+                problem(rp, first_path + ": name clash: " + c.name + " is already served from " + it->second +
+                                "; not shown");
+                continue;
+            }
+            taken.emplace(c.name, first_path);
+            c.entry.path = rp;
+            c.entry.attr = attributes(rp, c.entry.parts());
+            out_.entries.push_back(std::move(c.entry));
+        }
+        if (only_first) return;
+
+        // Rule 4: companions, and with show_shards the hidden files; rule 9 first.
+        for (const Listed& f : files) {
+            bool is_hidden = hidden.count(f.name) > 0;
+            if (is_hidden && !options_.show_shards) continue;
+            if (!is_hidden && joined_set(f, join(rel, f.name))) continue;
+            CatalogEntry e;
+            e.path = join(rel, f.name);
+            e.kind = is_hidden ? EntryKind::Shard : EntryKind::Companion;
+            LogicalFile lf;
+            lf.path = f.part.path;
+            lf.parts.push_back(f.part);
+            set_layout(e, concatenation_layout(lf));
+            e.members.push_back(std::move(lf));
+            e.attr = attributes(e.path, e.parts());
+            out_.entries.push_back(std::move(e));
+        }
+    }
+
+    /// list() for a DirectoryListing: every item is a real name; files carry their source;
+    /// each subdirectory gets a distinct made-up inode (a listing has no loops).
+    bool list_listing(const std::string& abs, const std::string& rel, std::vector<Listed>* files,
+                      std::vector<Subdir>* subdirs, std::set<std::string>* real_names) {
+        std::vector<DirectoryListing::Item> items;
+        try {
+            items = listing_->list(rel);
+        } catch (const Error& e) {
+            problem(rel.empty() ? "." : rel, std::string(e.what()) + "; not shown");
+            return false;
+        }
+        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+        for (auto& item : items) {
+            if (item.name.empty() || item.name[0] == '.') continue;
+            if (!real_names->insert(item.name).second) continue;
+            if (!item.directory && !item.error.empty()) {
+                problem(rel.empty() ? item.name : rel + "/" + item.name, item.error + "; not shown");
+                continue;
+            }
+            if (item.directory) {
+                struct stat st {};
+                st.st_mode = S_IFDIR | 0555;
+                st.st_uid = item.part.st.st_uid;
+                st.st_gid = item.part.st.st_gid;
+                st.st_ino = ++listed_directories_;
+                subdirs->push_back(Subdir{item.name, abs + "/" + item.name, st});
+            } else {
+                files->push_back(Listed{item.name, std::move(item.part)});
+            }
+        }
+        return true;
+    }
+
+    const CatalogOptions& options_;
+    Catalog& out_;
+    DirectoryListing* listing_ = nullptr;
+    ino_t listed_directories_ = 0;
+    std::vector<Ancestor> ancestors_;
+    std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
+    size_t directories_ = 0;
+    AccessJudge judge_;
+    size_t entries_ = 0;        // names listed so far, over all directories
+    bool entries_cut_ = false;  // max_entries was reached
+};
+
+}  // namespace
+
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path) {
+    CatalogEntry e;
+    e.path = path;
+    e.kind = EntryKind::MergedSet;
+    e.tensor_count = set.tensor_count();
+    for (const Shard& s : set.shards()) e.members.push_back(s.file);
+    e.layout = plan_merge(set);
+    e.bytes = e.layout.size();
+    e.attr = file_attributes(e.parts());
+    return e;
+}
+
+const char* entry_kind_name(EntryKind kind) noexcept {
+    switch (kind) {
+        case EntryKind::MergedSet: return "merged-set";
+        case EntryKind::ByteSplit: return "byte-split";
+        case EntryKind::Companion: return "companion";
+        case EntryKind::Shard: return "shard";
+    }
+    return "?";
+}
+
+namespace {
+
+/// classes_passing() of one check.
+mode_t classes_passing_one(uid_t uid, gid_t gid, const AccessCheck& c) noexcept {
+        const bool ow = (c.mode >> 6) & c.need, gr = (c.mode >> 3) & c.need, ot = c.mode & c.need;
+        const bool mine = c.uid == uid, our_group = c.gid == gid;
+        mode_t pass = 0;
+        if (c.acl) {
+            pass = mine && ow ? 0400 : 0;
+        } else {
+            if (mine ? ow : (gr && ot)) pass |= 0400;
+            if ((our_group ? gr : (gr && ot)) && (mine || ow)) pass |= 0040;
+            if (ot && (mine || ow) && (our_group || gr)) pass |= 0004;
+        }
+        return pass;
+}
+
+}  // namespace
+
+mode_t classes_passing(uid_t uid, gid_t gid, const std::vector<AccessCheck>& checks) noexcept {
+    mode_t out = 0444;
+    for (const AccessCheck& c : checks) out &= classes_passing_one(uid, gid, c);
+    return out;
+}
+
+EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept {
+    EntryAttributes a;
+    a.mode = 0444;
+    if (parts.empty()) return a;
+    a.uid = parts.front().st.st_uid;
+    a.gid = parts.front().st.st_gid;
+    a.mtime = parts.front().st.st_mtim;
+    a.ctime = parts.front().st.st_ctim;
+    mode_t passing = 0444;
+    for (const FilePart& p : parts) {
+        if (later(p.st.st_mtim, a.mtime)) a.mtime = p.st.st_mtim;
+        if (later(p.st.st_ctim, a.ctime)) a.ctime = p.st.st_ctim;
+        passing &= classes_passing_one(a.uid, a.gid, AccessCheck{p.st.st_uid, p.st.st_gid, p.st.st_mode & 07777, false, 4});
+    }
+    a.mode = passing;
+    return a;
+}
+
+std::vector<std::string> CatalogEntry::access_paths() const {
+    std::vector<std::string> out;
+    for (const LogicalFile& m : members) {
+        for (const FilePart& p : m.parts) {
+            if (!p.source) out.push_back(p.path);  // a remote part has no local path to check
+        }
+    }
+    return out;
+}
+
+namespace {
+
+/// The documented order: directories and entries by path, problems and notes by path then reason.
+void sort_catalog(Catalog& out) {
+    auto by_path = [](const auto& a, const auto& b) { return a.path < b.path; };
+    std::sort(out.directories.begin(), out.directories.end(), by_path);
+    std::sort(out.entries.begin(), out.entries.end(), by_path);
+    auto by_path_reason = [](const Problem& a, const Problem& b) {
+        return std::tie(a.path, a.reason) < std::tie(b.path, b.reason);
+    };
+    std::sort(out.problems.begin(), out.problems.end(), by_path_reason);
+    std::sort(out.notes.begin(), out.notes.end(), by_path_reason);
+}
+
+}  // namespace
+
+Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
+    Catalog out;
+    out.source = source;
+    struct stat st {};
+    if (::stat(source.c_str(), &st) != 0) {
+        int e = errno;
+        throw Error(Code::Io, source + ": " + std::strerror(e), e);
+    }
+    Walker w(options, out);
+    if (S_ISDIR(st.st_mode)) {
+        w.walk(source, "", st, 0);
+    } else if (S_ISREG(st.st_mode)) {
+        struct stat dir_st {};
+        if (::stat(dir_name(source).c_str(), &dir_st) != 0) dir_st = st;
+        w.single_set(source, dir_st);
+    } else {
+        throw Error(Code::Io, source + ": not a directory or a regular file");
+    }
+    sort_catalog(out);
+    return out;
+}
+
+Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) {
+    Catalog out;
+    out.source = listing.root();
+    Walker w(options, out, &listing);
+    struct stat st {};
+    st.st_mode = S_IFDIR | 0555;
+    st.st_uid = ::getuid();
+    st.st_gid = ::getgid();
+    w.walk(out.source, "", st, 0);
+    sort_catalog(out);
+    return out;
+}
+
+}  // namespace gguf
