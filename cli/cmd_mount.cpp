@@ -223,7 +223,7 @@ int run_mount(int argc, char** argv) {
     const std::string source_arg = args["source"].as<std::string>();
     const std::string mount_arg = args["mountpoint"].as<std::string>();
 
-    // Before anything is opened: a shard must never get fd 0, 1 or 2 (fuse_daemonize reuses them).
+    // Before anything is opened: a shard must never get fd 0, 1 or 2 (daemonizing reuses them).
     if (!fs::ensure_standard_fds_open()) {
         std::fprintf(stderr, "%s: /dev/null: cannot open\n", kProgram);
         return 1;
@@ -284,7 +284,7 @@ int run_mount(int argc, char** argv) {
         if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
         ro.offline = args.count("offline") > 0;
         // Planning fetches headers (and, under a small --cache-max-size, blocks evicted at once)
-        // before fuse_daemonize forks: no thread may exist then (so.after_daemonize).
+        // before the daemonizing fork: no thread may exist then (so.after_daemonize).
         ro.defer_threads = true;
         // Offline, the server is never asked: there is nothing to revalidate.
         if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());

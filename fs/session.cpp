@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -29,6 +31,7 @@
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/self_read.hpp"
+#include "common/text.hpp"
 #include "common/threads.hpp"
 
 namespace gguf_mount::fs {
@@ -72,6 +75,139 @@ void raise_readahead(const std::string& mountpoint, dev_t dev, unsigned kb) {
     spdlog::debug("{}: FUSE readahead set to {} KiB ({})", mountpoint, kb, path);
 }
 
+/// The sd_notify STATUS= line of a mount serving `files` files at `mountpoint`.
+std::string serving_status(size_t files, const std::string& mountpoint) {
+    return "STATUS=serving " + std::to_string(files) + " file(s) at " + mountpoint;
+}
+
+/// The moment the mount is ready to be used: sd_notify READY=1 (sd_notify(3); nothing without
+/// NOTIFY_SOCKET) with `status_line` and, for a daemonized mount, one byte to the foreground
+/// process waiting in daemonize_until_ready, which then exits 0. Only the first announce()
+/// acts. The destructor closes the pipe to the parent; with no byte sent, the parent then
+/// reports that the mount never became ready.
+class Readiness {
+public:
+    Readiness() = default;
+    Readiness(const Readiness&) = delete;
+    Readiness& operator=(const Readiness&) = delete;
+    ~Readiness() {
+        if (parent_fd_ >= 0) ::close(parent_fd_);
+    }
+
+    /// Takes the write end of the pipe the daemonized parent reads (closed after the byte).
+    void set_parent_pipe(int fd) { parent_fd_ = fd; }
+
+    void announce(const std::string& status_line) {
+        if (announced_.exchange(true)) return;
+        sd_notifyf(0, "READY=1\n%s", status_line.c_str());
+        if (parent_fd_ < 0) return;
+        const char byte = 'R';
+        while (::write(parent_fd_, &byte, 1) < 0 && errno == EINTR) {
+        }
+        ::close(parent_fd_);
+        parent_fd_ = -1;
+    }
+
+private:
+    std::atomic<bool> announced_{false};
+    int parent_fd_ = -1;
+};
+
+/// The daemon's PID, for the waiting parent's signal handler.
+volatile sig_atomic_t g_daemon_pid = 0;
+
+/// SIGINT, SIGTERM in the waiting parent: pass them on to the daemon, which unmounts and exits
+/// (the parent then reports that the mount never became ready). Async-signal-safe.
+extern "C" void forward_to_daemon(int sig) {
+    int saved = errno;
+    if (g_daemon_pid > 0) ::kill(static_cast<pid_t>(g_daemon_pid), sig);
+    errno = saved;
+}
+
+/// The foreground process after daemonize_until_ready forked the daemon `pid`: waits until the
+/// daemon writes its ready byte to `ready_fd` (then _exit(0)), or until the pipe closes without
+/// it, i.e. the daemon is ending: then reaps it, prints one line on stderr and _exit(1).
+/// Single-threaded (no thread exists before the fork), so stdio is safe here.
+[[noreturn]] void wait_until_ready(const std::string& mnt, pid_t pid, int ready_fd) {
+    g_daemon_pid = pid;
+    struct sigaction sa {};
+    sa.sa_handler = forward_to_daemon;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    sa.sa_handler = SIG_IGN;  // a closed terminal does not end the wait (the daemon rescans on SIGHUP)
+    ::sigaction(SIGHUP, &sa, nullptr);
+    for (;;) {
+        char byte = 0;
+        const ssize_t n = ::read(ready_fd, &byte, 1);
+        if (n == 1) ::_exit(0);
+        if (n < 0 && errno == EINTR) continue;
+        break;
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            status = -1;
+            break;
+        }
+    }
+    std::string how = "ended";
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) how = "was unmounted";
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    if (status >= 0 && WIFSIGNALED(status)) {
+        how = "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    }
+    std::fprintf(stderr,
+                 "gguf-mount: error: %s: the daemon %s before the mount was ready (its messages went to syslog; "
+                 "mount with -f to see them)\n",
+                 gguf::escape(mnt).c_str(), how.c_str());
+    ::_exit(1);
+}
+
+/// Daemonizes as fuse_daemonize(3) does (fork; in the child setsid, chdir("/"), stdin, stdout
+/// and stderr on /dev/null), except that the foreground process does not return once the child
+/// runs but once the mount is ready to be used (Readiness::announce, the daemonized
+/// counterpart of READY=1): `gguf-mount SRC MNT && fusermount3 -u MNT` then never finds the
+/// start-up read check's files open (EBUSY). Exit status of the foreground process: 0 when
+/// ready, 1 when the daemon ended first (wait_until_ready). It closes its copy of `fuse_fd`
+/// first, so a daemon killed during start-up still aborts the connection. Returns only in the
+/// daemon: true with `ready` holding the pipe to the parent, false with errno set when the
+/// pipe, the fork or setsid failed (then nothing was forked, or the parent reports the exit).
+bool daemonize_until_ready(const std::string& mnt, int fuse_fd, Readiness* ready) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        int saved = errno;
+        ::close(fds[0]);
+        ::close(fds[1]);
+        errno = saved;
+        return false;
+    }
+    if (pid > 0) {
+        ::close(fds[1]);
+        if (fuse_fd >= 0) ::close(fuse_fd);
+        wait_until_ready(mnt, pid, fds[0]);
+    }
+    ::close(fds[0]);
+    ready->set_parent_pipe(fds[1]);
+    if (::setsid() < 0) return false;
+    if (::chdir("/") != 0) {
+        // "/" always exists; keep serving from where we are (libfuse ignores this too).
+    }
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+        ::dup2(null_fd, 0);
+        ::dup2(null_fd, 1);
+        ::dup2(null_fd, 2);
+        if (null_fd > 2) ::close(null_fd);
+    }
+    return true;
+}
+
 /// Work that needs the mount to be live, run on its own thread once the loop serves requests.
 /// A child process (fs/self_read.hpp: no thread of the daemon ever waits on its own mount, so a
 /// kill -9 always ends the daemon) stats the mount root (which waits until INIT is done) and
@@ -83,9 +219,11 @@ void raise_readahead(const std::string& mountpoint, dev_t dev, unsigned kb) {
 /// download log: the watcher serves it again once it settles), never a reason to withhold
 /// READY=1: under Type=notify systemd would otherwise restart the unit forever. `fuse_fd` is
 /// the session's /dev/fuse descriptor (closed in the child); a readable `stop_fd` (the session
-/// ended) kills the child, and READY=1 is not sent.
+/// ended) kills the child, and READY=1 is not sent. READY=1 (and `ready`, the daemonized
+/// parent's wait) comes only after the child has been reaped: by then it has closed every file
+/// it opened in the mount, so an unmount right after finds nothing of ours busy.
 void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsigned readahead_kb, int fuse_fd,
-                 int stop_fd) {
+                 int stop_fd, Readiness& ready) {
     std::shared_ptr<const Snapshot> snap = live.current();
     std::vector<const Node*> nodes;
     std::vector<std::string> paths;
@@ -100,7 +238,7 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
     if (!reader.start(fuse_fd)) {
         spdlog::warn("{}: cannot start the start-up read check ({}); READY=1 without it", mountpoint,
                      std::strerror(errno));
-        sd_notifyf(0, "READY=1\nSTATUS=serving %zu file(s) at %s", snap->file_count(), mountpoint.c_str());
+        ready.announce(serving_status(snap->file_count(), mountpoint));
         return;
     }
     size_t skipped = 0;
@@ -157,26 +295,33 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
         if (status >= 0 && WIFEXITED(status)) how = "exit status " + std::to_string(WEXITSTATUS(status));
         spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", mountpoint, how);
     }
-    std::string status_line = "STATUS=serving " + std::to_string(snap->file_count()) + " file(s) at " + mountpoint;
+    std::string status_line = serving_status(snap->file_count(), mountpoint);
     if (skipped) status_line += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";
-    sd_notifyf(0, "READY=1\n%s", status_line.c_str());
+    ready.announce(status_line);
     spdlog::debug("{}: ready", mountpoint);
 }
 
 /// Starts after_mount on a thread that blocks the termination signals, so they keep
 /// reaching the loop threads that libfuse's handlers must interrupt.
+/// Without that thread, or when after_mount throws, the mount is announced ready at once (it
+/// serves; nothing of ours reads it).
 std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFilesystem& live, unsigned kb,
-                                     int fuse_fd, int stop_fd) {
+                                     int fuse_fd, int stop_fd, Readiness& ready) {
     try {
-        return gguf::start_thread_without_termination_signals([mountpoint, &live, kb, fuse_fd, stop_fd] {
+        return gguf::start_thread_without_termination_signals([mountpoint, &live, kb, fuse_fd, stop_fd, &ready] {
             try {
-                after_mount(mountpoint, live, kb, fuse_fd, stop_fd);
+                after_mount(mountpoint, live, kb, fuse_fd, stop_fd, ready);
             } catch (...) {
-                // Best effort: the mount works without a raised window; systemd times out.
+                // Out of memory, most likely. The reader is reaped (~SelfReader) and the mount
+                // serves: say it is ready rather than keep systemd or the parent waiting.
+                spdlog::warn("{}: the start-up read check failed; READY=1 without it", mountpoint);
+                ready.announce(serving_status(live.current()->file_count(), mountpoint));
             }
         });
     } catch (const std::exception& e) {
-        spdlog::warn("{}: cannot start the post-mount thread: {}", mountpoint, e.what());
+        spdlog::warn("{}: cannot start the post-mount thread: {}; READY=1 without the start-up read check",
+                     mountpoint, e.what());
+        ready.announce(serving_status(live.current()->file_count(), mountpoint));
         return {};
     }
 }
@@ -284,7 +429,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
         if (rc != 0 && rc != -ENOENT) spdlog::debug("notify_inval_inode({}): {}", ino, std::strerror(-rc));
     };
     notifier.served = [mnt](size_t files) {
-        sd_notifyf(0, "STATUS=serving %zu file(s) at %s", files, mnt.c_str());
+        sd_notify(0, serving_status(files, mnt).c_str());
     };
     std::unique_ptr<Watcher> watcher;
     try {
@@ -325,8 +470,10 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
             spdlog::warn("{}: {}", mnt, e.what());
         }
     }
-    if (fuse_daemonize(opts.foreground ? 1 : 0) != 0) {
-        spdlog::error("{}: cannot daemonize", mnt);
+    Readiness ready;
+    if (!opts.foreground ? !daemonize_until_ready(mnt, fuse_session_fd(se.get()), &ready)
+                         : fuse_daemonize(1) != 0) {
+        spdlog::error("{}: cannot daemonize: {}", mnt, std::strerror(errno));
         fuse_session_unmount(se.get());
         restore_sighup();
         fuse_remove_signal_handlers(se.get());
@@ -339,7 +486,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     // stop_reader tells the post-mount thread that the session ended (kill the reader).
     const int stop_reader = ::eventfd(0, EFD_CLOEXEC);
     std::thread post_mount =
-        start_after_mount_thread(mnt, live, opts.readahead_kb, fuse_session_fd(se.get()), stop_reader);
+        start_after_mount_thread(mnt, live, opts.readahead_kb, fuse_session_fd(se.get()), stop_reader, ready);
     try {
         watcher->start();
     } catch (const std::exception& e) {

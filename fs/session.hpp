@@ -24,16 +24,16 @@ struct SessionOptions {
     /// "fsname=/models", "subtype=gguf-mount"). run_session always adds "ro",
     /// "default_permissions" and "max_read=1048576" (kMaxRead, see fs/ops.hpp).
     std::vector<std::string> mount_options;
-    bool foreground = false;     // false: fuse_daemonize() after mounting
+    bool foreground = false;     // false: daemonize after mounting; the foreground process exits once ready
     bool debug = false;          // libfuse's -d: print every request to stderr (use with foreground)
     bool single_thread = false;  // fuse_session_loop instead of fuse_session_loop_mt
     /// FUSE readahead window in KiB to set after mounting; 0 keeps the kernel default.
     /// Failing to set it (non-root) is logged at info level and is not an error.
     unsigned readahead_kb = kDefaultReadaheadKb;
-    /// Called right before fuse_daemonize() when !foreground, while stderr still works:
+    /// Called right before the daemonizing fork when !foreground, while stderr still works:
     /// the place to switch logging to syslog. May be empty.
     std::function<void()> before_daemonize;
-    /// Called right after fuse_daemonize() (also in the foreground, where it does not fork),
+    /// Called right after daemonizing, in the daemon (also in the foreground, where it does not fork),
     /// before any thread of the session starts: the place to let threads start that must not
     /// exist across the fork. May be empty.
     std::function<void()> after_daemonize;
@@ -48,19 +48,25 @@ struct SessionOptions {
 /// for a rescan at once (libfuse's SIGHUP handler, which would exit, is replaced).
 /// Returns the process exit status: 0 after a clean unmount, 1 when the session cannot be
 /// created, mounted or run (each failure logged as one line naming the mount point).
+/// Daemonized (!opts.foreground), the foreground process does not return: it exits 0 only once
+/// the mount is ready to be used, at the moment READY=1 is sent (the start-up read check below
+/// has ended and its process is reaped, so nothing of ours keeps the mount busy and
+/// `fusermount3 -u` right after succeeds), or exits 1 with one line on stderr when the daemon
+/// ends before that; SIGINT and SIGTERM it receives meanwhile are passed on to the daemon.
 /// `live` must outlive the call.
 ///
 /// Order (libfuse 3.14 examples, hello_ll.c): fuse_session_new, fuse_set_signal_handlers (then
-/// our SIGHUP handler), fuse_session_mount, fuse_daemonize, watcher and post-mount threads,
+/// our SIGHUP handler), fuse_session_mount, daemonize (fuse_daemonize(3)'s steps, with the
+/// foreground process waiting for readiness), watcher and post-mount threads,
 /// loop, stop the watcher, fuse_session_unmount, fuse_remove_signal_handlers,
-/// fuse_session_destroy. No thread exists before fuse_daemonize. The post-mount thread has a
+/// fuse_session_destroy. No thread exists before the daemonizing fork. The post-mount thread has a
 /// forked child read every served file once through the mount (fs/self_read.hpp; the child is
 /// killed when the session ends), raises the readahead window, logs what was not readable and
 /// sends sd_notify READY=1.
 int run_session(LiveFilesystem& live, const SessionOptions& opts);
 
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if need be), so a shard opened
-/// later never gets one of them: fuse_daemonize() redirects 0-2 to /dev/null and would
+/// later never gets one of them: daemonizing redirects 0-2 to /dev/null and would
 /// silently replace it (squashfuse ll_main.c does the same). Returns false if /dev/null cannot
 /// be opened.
 bool ensure_standard_fds_open() noexcept;

@@ -1,14 +1,16 @@
-#include "remote/index.hpp"
 #include "remote/cache.hpp"
 #include "remote/url_parts.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <climits>
@@ -16,194 +18,184 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <memory>
+#include <new>
+#include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "gguf/bytes/file_io.hpp"
 
 namespace gguf_mount::remote {
 
+using cache_files::Dir;
+using cache_files::kTrailerSize;
+
 namespace {
+
+constexpr size_t kCheckChunk = size_t{256} << 10;  // a block is read and checked in pieces of this size
+constexpr const char* kOncePrefix = "once-";
+constexpr const char* kOwner = ".owner";
+
+std::string hex(const unsigned char* p, size_t n) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+        out += digits[p[i] >> 4];
+        out += digits[p[i] & 15];
+    }
+    return out;
+}
 
 std::string sha256_hex(const std::string& s) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < n; ++i) {
-        out += hex[md[i] >> 4];
-        out += hex[md[i] & 15];
-    }
-    return out;
+    return hex(md, n);
 }
 
-void make_dir(const std::string& path) {
-    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-        throw std::runtime_error(path + ": cannot create the cache directory: " + std::strerror(errno));
-    }
+/// A key is a file name we made: hex digits, '-' and lowercase letters, no '/' nor a leading '.'.
+bool valid_key(const std::string& key) {
+    if (key.empty() || key.size() > 100 || key[0] == '.') return false;
+    return std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-'; });
 }
 
-void make_dirs(const std::string& path) {
-    for (size_t i = 1; i <= path.size(); ++i) {
-        if (i == path.size() || path[i] == '/') make_dir(path.substr(0, i));
-    }
+int64_t ctime_ns(const struct stat& st) {
+    return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
 }
 
-/// A temporary name unique to this process and thread, starting with '.tmp.'.
-std::string temp_name(const std::string& dir) {
-    static std::atomic<uint64_t> counter{0};
-    return dir + "/.tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-}
+std::string block_name(uint64_t block) { return std::to_string(block); }
 
-constexpr size_t kDirectAlign = 4096;  // O_DIRECT: address, offset and length in whole pages
+bool is_temporary(const char* name) { return std::strncmp(name, ".tmp.", 5) == 0; }
 
-/// Creates a new temporary for a block in `dir` (its path into `*tmp`) and opens it for
-/// writing, with O_DIRECT where the file system allows it (`direct`). A descriptor or -errno.
-int open_temporary(const std::string& dir, std::string* tmp, bool direct) noexcept {
-    try {
-        *tmp = temp_name(dir);
-    } catch (...) {
-        return -ENOMEM;
+/// Calls fn(object_dir, key, name, stat) for every regular file (lstat) of every object directory
+/// of `objects` (at `path`), and bad(key, why) for each entry of `objects` that is not a
+/// trusted directory. Names starting with '.' are temporaries (".tmp.") and owner files.
+template <typename Bad, typename Fn>
+void for_each_block_file(const Dir& objects, const std::string& path, Bad&& bad, Fn&& fn) {
+    int fd = ::openat(objects.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* top = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (!top) {
+        if (fd >= 0) ::close(fd);
+        return;
     }
-    const int flags = O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL;
-    int fd = ::open(tmp->c_str(), flags | (direct ? O_DIRECT : 0), 0600);
-    if (fd < 0 && direct && errno == EINVAL) {
-        // No O_DIRECT here (tmpfs before Linux 6.6, some FUSE file systems); the name is ours
-        // either way, so a file the refused open may have left is simply reused.
-        fd = ::open(tmp->c_str(), flags & ~O_EXCL, 0600);
-    }
-    return fd < 0 ? -errno : fd;
-}
-
-/// Writes the `len` bytes of a block (or a record) to `fd` from offset 0 and cuts the file there. On an
-/// O_DIRECT descriptor the whole pages of a page-aligned `data` go to the device as they are,
-/// not through the page cache: a fetched block is then copied once less, and into no fresh
-/// page (on the bench VM that copy into new page-cache pages was the largest single cost of a
-/// cold remote read, 20 % of all CPU by perf; the daemon keeps its last fetched blocks in
-/// memory for readers anyway, RemoteSource). The tail of a block shorter than a page, and
-/// whatever O_DIRECT refuses, go through the page cache. 0 or -errno.
-int write_block(int fd, const char* data, size_t len) noexcept {
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0) return -errno;
-    size_t done = 0;
-    if ((flags & O_DIRECT) != 0) {
-        const size_t whole =
-            reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0 ? len / kDirectAlign * kDirectAlign : 0;
-        while (done < whole) {
-            ssize_t w = ::pwrite(fd, data + done, whole - done, static_cast<off_t>(done));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0 && errno != EINVAL) return -errno;
-            if (w <= 0) break;  // refused: the rest through the page cache
-            done += static_cast<size_t>(w);
-            if (done % kDirectAlign != 0) break;  // cut short off a page boundary
-        }
-        if (done < len && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return -errno;
-    }
-    while (done < len) {
-        ssize_t w = ::pwrite(fd, data + done, len - done, static_cast<off_t>(done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? -errno : -EIO;
-        done += static_cast<size_t>(w);
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return -errno;
-    if (static_cast<uint64_t>(st.st_size) != len && ::ftruncate(fd, static_cast<off_t>(len)) != 0) return -errno;
-    return 0;
-}
-
-/// Writes `data` to a new temporary in `dir` (no fdatasync; `direct`: write_block's O_DIRECT
-/// path where the file system allows it); its path into `*tmp`. 0 or -errno; nothing is left
-/// on failure.
-int write_temporary(const std::string& dir, const char* data, size_t len, std::string* tmp,
-                    bool direct = false) noexcept {
-    int fd = open_temporary(dir, tmp, direct);
-    if (fd < 0) {
-        if (!tmp->empty()) ::unlink(tmp->c_str());  // a refused O_DIRECT open may have made it
-        return fd;
-    }
-    int rc = write_block(fd, data, len);
-    ::close(fd);
-    if (rc != 0) ::unlink(tmp->c_str());
-    return rc;
-}
-
-/// Makes the temporary `tmp` durable (fdatasync) and renames it to `final_path`. 0 or -errno;
-/// the temporary is removed on failure.
-int publish_temporary(const std::string& tmp, const std::string& final_path) noexcept {
-    int rc = 0;
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = -errno;
-        ::unlink(tmp.c_str());
-        return rc;
-    }
-    if (::fdatasync(fd) != 0) rc = -errno;
-    ::close(fd);
-    if (rc == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) rc = -errno;
-    if (rc != 0) ::unlink(tmp.c_str());
-    return rc;
-}
-
-/// Writes `data` to `final_path` durably: temporary, fdatasync, rename. 0 or -errno.
-int write_durably(const std::string& dir, const std::string& final_path, const char* data, size_t len) noexcept {
-    std::string tmp;
-    int rc = write_temporary(dir, data, len, &tmp);
-    return rc != 0 ? rc : publish_temporary(tmp, final_path);
-}
-
-/// Calls fn(path, stat, temporary) for every file in every object directory of `objects`
-/// (temporary: its name starts with '.', a block being written or left by a killed daemon).
-template <typename Fn>
-void for_each_block_file(const std::string& objects, Fn&& fn) {
-    DIR* top = ::opendir(objects.c_str());
-    if (!top) return;
     while (dirent* o = ::readdir(top)) {
         if (o->d_name[0] == '.') continue;
-        const std::string od = objects + "/" + o->d_name;
-        DIR* blocks = ::opendir(od.c_str());
-        if (!blocks) continue;
+        std::string why;
+        Dir od = cache_files::open_sub(objects, o->d_name, path + "/" + o->d_name, false, &why);
+        if (!od) {
+            if (!why.empty()) bad(o->d_name, why);
+            continue;
+        }
+        int bfd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR* blocks = bfd >= 0 ? ::fdopendir(bfd) : nullptr;
+        if (!blocks) {
+            if (bfd >= 0) ::close(bfd);
+            continue;
+        }
         while (dirent* b = ::readdir(blocks)) {
             if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
             struct stat st {};
-            const std::string bp = od + "/" + b->d_name;
-            if (::stat(bp.c_str(), &st) != 0) continue;
-            fn(bp, st, b->d_name[0] == '.');
+            if (::fstatat(od.fd(), b->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+            fn(od, o->d_name, b->d_name, st);
         }
         ::closedir(blocks);
     }
     ::closedir(top);
 }
 
+/// Removes the files of object directory `key` of `objects`, then the directory itself.
+void remove_object_dir(const Dir& objects, const std::string& key) noexcept {
+    try {
+        std::string why;
+        Dir od = cache_files::open_sub(objects, key, key, false, &why);
+        if (!od) return;
+        int fd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+        if (!d) {
+            if (fd >= 0) ::close(fd);
+            return;
+        }
+        std::vector<std::string> names;
+        while (dirent* e = ::readdir(d)) {
+            struct stat st {};
+            if (::fstatat(od.fd(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+                names.push_back(e->d_name);
+            }
+        }
+        ::closedir(d);
+        for (const auto& n : names) ::unlinkat(od.fd(), n.c_str(), 0);
+        ::unlinkat(objects.fd(), key.c_str(), AT_REMOVEDIR);
+    } catch (...) {
+    }
+}
+
+/// True when no process holds the .owner lock of the once- directory `od` (or it has none and
+/// is older than an hour: its maker died before taking it).
+bool once_dir_is_free(const Dir& od) {
+    int fd = ::openat(od.fd(), kOwner, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        struct stat st {};
+        return errno == ENOENT && ::fstat(od.fd(), &st) == 0 && st.st_mtime + 3600 < ::time(nullptr);
+    }
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+}
+
 }  // namespace
 
-BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir) + "/v1"), max_bytes_(max_bytes) {
-    if (dir_.front() != '/') {  // the daemon chdirs to / when it daemonizes: keep an absolute path
+BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+    if (dir_.empty() || dir_.front() != '/') {  // the daemon chdirs to / when it daemonizes: keep an absolute path
         char cwd[PATH_MAX];
         if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(dir_ + ": cannot resolve the cache directory");
         dir_ = std::string(cwd) + "/" + dir_;
     }
-    make_dirs(dir_);
-    make_dir(dir_ + "/meta");
-    make_dir(dir_ + "/listings");
-    make_dir(dir_ + "/objects");
-    int fd = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) throw std::runtime_error(dir_ + "/lock: cannot create: " + std::strerror(errno));
-    ::close(fd);
-    // Count what is there (and sweep temporaries older than an hour: left by a killed daemon).
+    Dir top = cache_files::open_top(dir_);
+    dir_ += "/v1";
+    root_ = cache_files::open_sub_or_throw(top, "v1", dir_);
+    meta_ = cache_files::open_sub_or_throw(root_, "meta", dir_ + "/meta");
+    listings_ = cache_files::open_sub_or_throw(root_, "listings", dir_ + "/listings");
+    objects_ = cache_files::open_sub_or_throw(root_, "objects", dir_ + "/objects");
+    lock_fd_ = cache_files::open_lock(root_, "lock", dir_ + "/lock");
+    // Count what is there, sweep temporaries older than an hour (left by a killed daemon) and
+    // refuse the cache when an object directory is not trusted.
     uint64_t used = 0;
-    for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
-        if (!temporary) {
-            used += static_cast<uint64_t>(st.st_size);
-        } else if (st.st_mtime + 3600 < ::time(nullptr)) {
-            ::unlink(path.c_str());
-        }
-    });
+    std::string refused;
+    std::set<std::string> once;
+    for_each_block_file(
+        objects_, dir_ + "/objects",
+        [&](const char*, const std::string& why) {
+            if (refused.empty()) refused = why;
+        },
+        [&](const Dir& od, const char* key, const char* name, const struct stat& st) {
+            if (std::strncmp(key, kOncePrefix, std::strlen(kOncePrefix)) == 0) once.insert(key);
+            if (is_temporary(name)) {
+                if (st.st_mtime + 3600 < ::time(nullptr)) ::unlinkat(od.fd(), name, 0);
+            } else if (name[0] != '.') {
+                used += static_cast<uint64_t>(st.st_size);
+            }
+        });
+    if (!refused.empty()) {
+        ::close(lock_fd_);
+        throw std::runtime_error(refused);
+    }
+    // Blocks of single opens whose process is gone.
+    for (const auto& key : once) {
+        std::string why;
+        Dir od = cache_files::open_sub(objects_, key, key, false, &why);
+        if (od && once_dir_is_free(od)) remove_object_dir(objects_, key);
+    }
     used_ = used;
+}
+
+BlockCache::~BlockCache() {
+    for (const auto& [key, fd] : once_owners_) {
+        remove_object_dir(objects_, key);
+        if (fd >= 0) ::close(fd);
+    }
+    if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 std::string BlockCache::default_dir() {
@@ -225,37 +217,169 @@ std::string BlockCache::object_key(const std::string& url, const std::string& va
     return sha256_hex(url_for_message(url) + "\n" + validator);
 }
 
-std::string BlockCache::block_path(const std::string& key, uint64_t block) const {
-    return dir_ + "/objects/" + key + "/" + std::to_string(block);
+bool BlockCache::validates(const std::string& validator) {
+    // remote/http.cpp: "lm:" + Last-Modified + ":" + size, so "lm::SIZE" when both headers are
+    // absent (an ETag is quoted, never starts so).
+    return !validator.empty() && validator.rfind("lm::", 0) != 0;
+}
+
+std::string BlockCache::open_once(const std::string& url) {
+    unsigned char r[16];
+    if (RAND_bytes(r, sizeof r) != 1) {  // no entropy source: still unique in this process
+        static std::atomic<uint64_t> n{0};
+        const uint64_t v[2] = {static_cast<uint64_t>(::getpid()) << 32 ^ static_cast<uint64_t>(::time(nullptr)),
+                               n.fetch_add(1)};
+        std::memcpy(r, v, sizeof r);
+    }
+    const std::string key = kOncePrefix + hex(r, sizeof r);
+    if (Dir od = object_dir(key, true)) {
+        int fd = ::openat(od.fd(), kOwner, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ::flock(fd, LOCK_SH);
+            std::lock_guard<std::mutex> lock(once_mutex_);
+            once_owners_[key] = fd;
+        }
+    }
+    static std::mutex logged_mutex;
+    static std::set<std::string> logged;  // servers said once per process
+    const std::string name = url_for_message(url);
+    const size_t scheme = name.find("://");
+    const std::string server = name.substr(0, name.find('/', scheme == std::string::npos ? 0 : scheme + 3));
+    std::lock_guard<std::mutex> lock(logged_mutex);
+    if (logged.insert(server).second) {
+        spdlog::warn("{} sends neither ETag nor Last-Modified (first seen for {}): a file replaced by another of the "
+                     "same size could not be told apart, so its files' cached blocks serve one open only and each "
+                     "mount fetches them again",
+                     server, name);
+    }
+    return key;
+}
+
+Dir BlockCache::object_dir(const std::string& key, bool create, int* err) const noexcept {
+    try {
+        if (!valid_key(key)) {
+            if (err) *err = EINVAL;
+            return Dir();
+        }
+        std::string why;
+        int e = 0;
+        Dir od = cache_files::open_sub(objects_, key, dir_ + "/objects/" + key, create, &why, &e);
+        if (!od && e == EPERM && !untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
+        if (err) *err = e;
+        return od;
+    } catch (...) {
+        if (err) *err = ENOMEM;
+        return Dir();
+    }
+}
+
+int BlockCache::open_block(const Dir& od, uint64_t block, uint64_t block_len, struct stat* st) const noexcept {
+    int fd = ::openat(od.fd(), block_name(block).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ELOOP ? -ENOENT : -errno;
+    ::flock(fd, LOCK_SH);  // eviction skips blocks in use
+    if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != ::geteuid() || st->st_nlink == 0 ||
+        static_cast<uint64_t>(st->st_size) != block_len + kTrailerSize) {
+        ::close(fd);
+        return -ENOENT;
+    }
+    return fd;
+}
+
+int BlockCache::verify(const Dir& od, const std::string& key, uint64_t block, int fd, const struct stat& st,
+                       uint64_t block_len, uint64_t offset, size_t len, char* dst) const noexcept {
+    const auto id = std::make_pair(st.st_dev, st.st_ino);
+    const int64_t changed = ctime_ns(st);
+    try {
+        std::lock_guard<std::mutex> lock(checked_mutex_);
+        auto it = checked_.find(id);
+        if (it != checked_.end() && it->second == changed) return 0;
+    } catch (...) {
+        return -ENOMEM;
+    }
+    thread_local std::unique_ptr<char[]> buf(new (std::nothrow) char[kCheckChunk]);
+    cache_files::BlockChecksum sum(key, block);
+    if (!buf || !sum.ok()) return -ENOMEM;
+    for (uint64_t at = 0; at < block_len;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kCheckChunk, block_len - at));
+        ssize_t r = gguf::pread_full(fd, buf.get(), n, at);
+        if (r < 0) return static_cast<int>(r);
+        if (static_cast<size_t>(r) != n) return -EIO;
+        sum.update(buf.get(), n);
+        const uint64_t from = std::max(at, offset), to = std::min(at + n, offset + len);
+        if (dst && from < to) std::memcpy(dst + (from - offset), buf.get() + (from - at), to - from);
+        at += n;
+    }
+    char stored[kTrailerSize];
+    const bool good = gguf::pread_full(fd, stored, kTrailerSize, block_len) == static_cast<ssize_t>(kTrailerSize) &&
+                      sum.matches(stored);
+    bool first = true;
+    try {
+        std::lock_guard<std::mutex> lock(checked_mutex_);
+        auto [it, added] = checked_.emplace(id, good ? changed : -1);
+        first = added || it->second != -1;
+        it->second = good ? changed : -1;
+    } catch (...) {
+    }
+    if (good) return 1;
+    // Changed on disk: drop it (unless a new block was renamed in meanwhile), so it is fetched again.
+    const std::string name = block_name(block);
+    struct stat now {};
+    if (::fstatat(od.fd(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+        now.st_dev == st.st_dev && ::unlinkat(od.fd(), name.c_str(), 0) == 0) {
+        const uint64_t size = static_cast<uint64_t>(st.st_size);
+        uint64_t used = used_.load();
+        while (!used_.compare_exchange_weak(used, used > size ? used - size : 0)) {
+        }
+    }
+    if (first) {
+        spdlog::warn("{}/objects/{}/{}: cached block changed on disk (checksum mismatch): removed, it is fetched again",
+                     dir_, key, block);
+    }
+    return -ENOENT;
 }
 
 ssize_t BlockCache::read(const std::string& key, uint64_t block, uint64_t block_len, uint64_t offset, size_t len,
                          char* dst) const noexcept {
-    std::string path;
-    try {
-        path = block_path(key, block);
-    } catch (...) {
-        return -ENOMEM;
-    }
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;
-    ::flock(fd, LOCK_SH);  // eviction skips blocks in use
+    Dir od = object_dir(key, false);
+    if (!od) return -ENOENT;
     struct stat st {};
+    int fd = open_block(od, block, block_len, &st);
+    if (fd < 0) return fd;
     ssize_t out = -ENOENT;
-    if (::fstat(fd, &st) == 0 && st.st_nlink > 0 && static_cast<uint64_t>(st.st_size) == block_len &&
-        offset + len <= block_len) {
-        out = gguf::pread_full(fd, dst, len, offset);
-        if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
-        if (st.st_mtime + 10 < ::time(nullptr)) ::futimens(fd, nullptr);  // recently used (LRU)
+    if (offset + len <= block_len) {
+        const int v = verify(od, key, block, fd, st, block_len, offset, len, dst);
+        if (v < 0) {
+            out = v;
+        } else if (v == 1) {
+            out = static_cast<ssize_t>(len);
+        } else {
+            out = gguf::pread_full(fd, dst, len, offset);
+            if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
+        }
+        if (out >= 0 && st.st_mtime + 10 < ::time(nullptr) && ::futimens(fd, nullptr) == 0) {  // recently used (LRU)
+            // The touch changes the ctime: the check stays valid for the file as it was checked.
+            struct stat after {};
+            if (::fstat(fd, &after) == 0) {
+                try {
+                    std::lock_guard<std::mutex> lock(checked_mutex_);
+                    auto it = checked_.find({st.st_dev, st.st_ino});
+                    if (it != checked_.end() && it->second == ctime_ns(st)) it->second = ctime_ns(after);
+                } catch (...) {
+                }
+            }
+        }
     }
     ::close(fd);
     return out;
 }
 
 bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
+    Dir od = object_dir(key, false);
     struct stat st {};
     try {
-        return ::stat(block_path(key, block).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == block_len;
+        return od && ::fstatat(od.fd(), block_name(block).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+               static_cast<uint64_t>(st.st_size) == block_len + kTrailerSize;
     } catch (...) {
         return false;
     }
@@ -263,15 +387,13 @@ bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len)
 
 void BlockCache::load(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
     static const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    int fd = -1;
-    try {
-        fd = ::open(block_path(key, block).c_str(), O_RDONLY | O_CLOEXEC);
-    } catch (...) {
-        return;
-    }
-    if (fd < 0) return;
+    Dir od = object_dir(key, false);
+    if (!od) return;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == block_len) {
+    int fd = open_block(od, block, block_len, &st);
+    if (fd < 0) return;
+    // Not checked yet: checking reads it all (into the page cache). Checked: sendfile.
+    if (verify(od, key, block, fd, st, block_len, 0, 0, nullptr) == 0) {
         off_t at = 0;
         while (null_fd >= 0 && static_cast<uint64_t>(at) < block_len) {
             if (::sendfile(null_fd, fd, &at, static_cast<size_t>(block_len - static_cast<uint64_t>(at))) <= 0) break;
@@ -282,9 +404,11 @@ void BlockCache::load(const std::string& key, uint64_t block, uint64_t block_len
 }
 
 void BlockCache::drop_pages(const std::string& key, uint64_t block) const noexcept {
+    Dir od = object_dir(key, false);
+    if (!od) return;
     int fd = -1;
     try {
-        fd = ::open(block_path(key, block).c_str(), O_RDONLY | O_CLOEXEC);
+        fd = ::openat(od.fd(), block_name(block).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     } catch (...) {
         return;
     }
@@ -305,31 +429,56 @@ void BlockCache::evict_if_over() noexcept {
     if (max_bytes_ && used_.load() > max_bytes_) evict();
 }
 
-int BlockCache::stage(const std::string& key, uint64_t /*block*/, const char* data, size_t len, std::string* tmp,
+int BlockCache::stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp,
                       bool direct) noexcept {
+    int err = 0;
+    Dir od = object_dir(key, true, &err);
+    if (!od) return -err;
+    std::string name;
+    int fd = cache_files::create_temporary(od, &name, direct);
+    if (fd < 0) return fd;
+    char trailer[kTrailerSize];
+    cache_files::BlockChecksum sum(key, block);
+    sum.update(data, len);
+    sum.trailer(trailer);
+    int rc = sum.ok() ? cache_files::write_file(fd, data, len, trailer, kTrailerSize) : -ENOMEM;
+    ::close(fd);
     try {
-        const std::string od = dir_ + "/objects/" + key;
-        if (::mkdir(od.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-        return write_temporary(od, data, len, tmp, direct);
+        if (rc == 0) *tmp = key + "/" + name;
     } catch (...) {
-        return -ENOMEM;
+        rc = -ENOMEM;
     }
+    if (rc != 0) ::unlinkat(od.fd(), name.c_str(), 0);
+    return rc;
 }
 
 int BlockCache::commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept {
     try {
-        int rc = publish_temporary(tmp, block_path(key, block));
+        const size_t slash = tmp.find('/');
+        if (slash == std::string::npos || tmp.compare(0, slash, key) != 0) return -EINVAL;
+        int err = 0;
+        Dir od = object_dir(key, false, &err);
+        if (!od) return -err;
+        int rc = cache_files::publish(od, tmp.substr(slash + 1), block_name(block));
         if (rc != 0) return rc;
-        used_ += len;
+        used_ += len + kTrailerSize;
         return 0;
     } catch (...) {
-        ::unlink(tmp.c_str());
         return -ENOMEM;
     }
 }
 
-ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) noexcept {
-    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) const noexcept {
+    int fd = -1;
+    try {
+        const size_t slash = tmp.find('/');
+        if (slash == std::string::npos) return -ENOENT;
+        Dir od = object_dir(tmp.substr(0, slash), false);
+        if (!od) return -ENOENT;
+        fd = ::openat(od.fd(), tmp.c_str() + slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } catch (...) {
+        return -ENOMEM;
+    }
     if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;
     ssize_t out = gguf::pread_full(fd, dst, len, offset);
     if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
@@ -340,40 +489,48 @@ ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t 
 void BlockCache::evict() noexcept {
     try {
         std::lock_guard<std::mutex> guard(evict_mutex_);
-        int lock = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CLOEXEC);
-        if (lock < 0) return;
-        ::flock(lock, LOCK_EX);  // one daemon evicts at a time
+        ::flock(lock_fd_, LOCK_EX);  // one daemon evicts at a time
         struct Block {
             time_t used;
             uint64_t size;
-            std::string path;
+            std::string key, name;
         };
         std::vector<Block> all;
         uint64_t total = 0;
-        for_each_block_file(dir_ + "/objects", [&](const std::string& path, const struct stat& st, bool temporary) {
-            if (temporary) return;
-            all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), path});
-            total += static_cast<uint64_t>(st.st_size);
-        });
+        for_each_block_file(
+            objects_, dir_ + "/objects",
+            [&](const char*, const std::string& why) {
+                if (!untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
+            },
+            [&](const Dir&, const char* key, const char* name, const struct stat& st) {
+                if (name[0] == '.') return;  // a temporary or an owner file
+                all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), key, name});
+                total += static_cast<uint64_t>(st.st_size);
+            });
         std::sort(all.begin(), all.end(), [](const Block& a, const Block& b) { return a.used < b.used; });
         const uint64_t target = max_bytes_ / 10 * 9;  // leave room: no sweep per stored block
         for (const Block& b : all) {
             if (total <= target) break;
-            int fd = ::open(b.path.c_str(), O_RDONLY | O_CLOEXEC);
+            Dir od = object_dir(b.key, false);
+            if (!od) continue;
+            int fd = ::openat(od.fd(), b.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (fd < 0) continue;
             if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // not being read
-                if (::unlink(b.path.c_str()) == 0) total -= b.size;
+                if (::unlinkat(od.fd(), b.name.c_str(), 0) == 0) total -= b.size;
             }
             ::close(fd);
         }
         used_ = total;
-        ::close(lock);
+        ::flock(lock_fd_, LOCK_UN);
     } catch (...) {
+        ::flock(lock_fd_, LOCK_UN);
     }
 }
 
 std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
-    std::ifstream in(dir_ + "/meta/" + sha256_hex(url_for_message(url)));
+    std::optional<std::string> text = cache_files::read_file(meta_, sha256_hex(url_for_message(url)));
+    if (!text) return std::nullopt;
+    std::istringstream in(*text);
     ObjectInfo info;
     std::string size, mtime;
     if (!std::getline(in, size) || !std::getline(in, info.validator) || !std::getline(in, mtime)) return std::nullopt;
@@ -385,24 +542,20 @@ std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
 void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const noexcept {
     try {
         std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
-        write_durably(dir_ + "/meta", dir_ + "/meta/" + sha256_hex(url_for_message(url)), text.data(), text.size());
+        cache_files::write_durably(meta_, sha256_hex(url_for_message(url)), text);
     } catch (...) {
     }
 }
 
 void BlockCache::save_listing(const std::string& name, const std::string& text) const noexcept {
     try {
-        write_durably(dir_ + "/listings", dir_ + "/listings/" + sha256_hex(url_for_message(name)), text.data(), text.size());
+        cache_files::write_durably(listings_, sha256_hex(url_for_message(name)), text);
     } catch (...) {
     }
 }
 
 std::optional<std::string> BlockCache::load_listing(const std::string& name) const {
-    std::ifstream in(dir_ + "/listings/" + sha256_hex(url_for_message(name)), std::ios::binary);
-    if (!in) return std::nullopt;
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) return std::nullopt;
-    return text;
+    return cache_files::read_file(listings_, sha256_hex(url_for_message(name)));
 }
 
 }  // namespace gguf_mount::remote

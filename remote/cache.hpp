@@ -5,9 +5,20 @@
 //   DIR/v1/meta/<sha256(url)>        "size\nvalidator\nmtime\n" of the last version seen of a URL
 //   DIR/v1/listings/<sha256(url)>    the last good listing of a directory URL (nginx JSON autoindex
 //                                    form), for --offline directory mounts
-//   DIR/v1/objects/<key>/<block>     block `block` (decimal) of the object, exactly its length
+//   DIR/v1/objects/<key>/<block>     block `block` (decimal) of the object: its bytes, then a
+//                                    16-byte checksum record (cache_files::BlockChecksum)
+//   DIR/v1/objects/once-<hex>/       blocks of one open of a file whose server sends no validator
+//                                    (.owner is flock()ed while the open lives; swept once free)
 // where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
+//
+// Trust (remote/cache_files.hpp): DIR and every directory below it must be owned by the
+// daemon's euid and not writable by group or others, or the cache is refused with one line;
+// below DIR everything is opened relative to verified descriptors without following links.
+// A block file's bytes are checked against its checksum the first time this process serves
+// it (read() or load()), and again whenever its inode or ctime changes; a mismatch drops the
+// file (it is fetched again) with one line naming it. meta/ and listings/ records and staged
+// temporaries are not checksummed.
 //
 // Durability: a block is written to a temporary name in its object directory (stage), later
 // fdatasync()ed and rename()d to its final name (commit); a block file that exists therefore holds
@@ -30,10 +41,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "remote/cache_files.hpp"
 #include "remote/http.hpp"
 
 namespace gguf_mount::remote {
@@ -42,10 +56,17 @@ class BlockCache {
 public:
     static constexpr uint64_t kBlockSize = uint64_t{4} << 20;
 
-    /// Opens (creating with mode 0700 if needed) the cache in `dir`. `max_bytes` bounds the sum
-    /// of the block files (0: unbounded). Throws std::runtime_error naming the directory when it
-    /// cannot be created or written.
+    /// Opens (creating with mode 0700 what is missing) the cache in `dir`. `max_bytes` bounds the
+    /// sum of the block files (0: unbounded). Throws std::runtime_error with one line naming the
+    /// directory or file when it cannot be created or opened, or is not trusted: `dir`, v1/,
+    /// meta/, listings/, objects/ or an object directory that is not a directory owned by
+    /// geteuid() without group/other write bits (the line says chown or chmod 0700), or a
+    /// v1/lock that is not a regular file owned by geteuid() (say: a planted link).
     BlockCache(std::string dir, uint64_t max_bytes);
+    /// Removes the object directories of open_once() keys this cache made.
+    ~BlockCache();
+    BlockCache(const BlockCache&) = delete;
+    BlockCache& operator=(const BlockCache&) = delete;
 
     /// $CACHE_DIRECTORY (its first ':'-separated entry; systemd sets it for CacheDirectory=, e.g.
     /// /var/cache/gguf-mount for the system unit), else $XDG_CACHE_HOME/gguf-mount, else
@@ -55,9 +76,25 @@ public:
     /// The key of a version of a remote object: hex sha256 of "URL\nVALIDATOR" (URL as url_for_message gives it).
     static std::string object_key(const std::string& url, const std::string& validator);
 
+    /// True when `validator` (ObjectInfo::validator) tells versions of a file apart across
+    /// opens: an ETag, a Last-Modified, a listing's hash. One made of the size alone (the server
+    /// sent neither ETag nor Last-Modified, remote/http.cpp) does not: a file replaced by another
+    /// of the same size would keep its key.
+    static bool validates(const std::string& validator);
+
+    /// A key for one open of `url` whose server sends no validator: "once-" + 32 random hex
+    /// digits, never the key of another open, so its blocks are never served to a later open.
+    /// Its object directory holds a .owner file flock()ed while this cache lives; the directory
+    /// is removed by this cache's destructor, or by the next cache opened on DIR once no process
+    /// holds the lock. Logs once per server (scheme://host:port), naming it and `url`. Never
+    /// throws but bad_alloc.
+    std::string open_once(const std::string& url);
+
     /// Copies bytes [offset, offset + len) of block `block` of object `key` into `dst` when the
-    /// block is present with `block_len` bytes. Returns len, or -ENOENT when it is absent,
-    /// or -errno. Marks the block recently used. Never throws.
+    /// block is present with `block_len` bytes. Returns len, or -ENOENT when it is absent (also:
+    /// not a regular file of ours, or its checksum fails: then it is removed and logged once),
+    /// or -errno. The first read of a block file by this process reads and checks all of it.
+    /// Marks the block recently used. Never throws.
     ssize_t read(const std::string& key, uint64_t block, uint64_t block_len, uint64_t offset, size_t len,
                  char* dst) const noexcept;
 
@@ -65,7 +102,8 @@ public:
     bool has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
     /// Reads a present block's file into the page cache ahead of a reader, on the calling
-    /// thread (it returns once the bytes are in memory, or the block is absent or unreadable):
+    /// thread (it returns once the bytes are in memory, or the block is absent or unreadable).
+    /// A block not yet checked by this process is read and checked instead (read()'s rule):
     /// a sequential reader of cached blocks then finds them in memory as a local file's are.
     /// The bytes go to /dev/null through sendfile, so the kernel's own read-ahead brings them
     /// in with large folios and nothing is copied. posix_fadvise WILLNEED, used before, fills
@@ -87,11 +125,13 @@ public:
     int store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept;
 
     /// First half of a store: writes the `len` bytes of block `block` of object `key` to a new
-    /// temporary file (name starting with ".tmp.") in the object's directory, without
-    /// fdatasync: the block is not present yet. With `direct`, whole pages of a page-aligned
-    /// `data` bypass the page cache (O_DIRECT, where the file system allows it; read_staged then
-    /// reads from disk); without, the bytes go through the page cache. `*tmp` receives the
-    /// temporary's path. Returns 0 or -errno (the temporary is removed on failure). Never throws.
+    /// temporary file (name starting with ".tmp.") in the object's directory, with its
+    /// checksum record, without fdatasync: the block is not present yet. With `direct`, whole
+    /// pages of a page-aligned `data` bypass the page cache (O_DIRECT, where the file system
+    /// allows it; read_staged then reads from disk); without, the bytes go through the page
+    /// cache. `*tmp` receives the temporary's name ("KEY/.tmp.PID.N"). Returns 0 or -errno (the
+    /// temporary is removed on failure; -EPERM when the object directory is not trusted, logged
+    /// once). Never throws.
     int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp,
               bool direct = true) noexcept;
 
@@ -105,10 +145,10 @@ public:
     /// to 90 % of it). Never throws.
     void evict_if_over() noexcept;
 
-    /// Copies bytes [offset, offset + len) of the staged temporary `tmp` into `dst`. Returns len,
-    /// -ENOENT when the temporary is gone (committed under its final name, or removed), or -errno.
-    /// Never throws.
-    static ssize_t read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) noexcept;
+    /// Copies bytes [offset, offset + len) of the staged temporary `tmp` (stage()'s name) into
+    /// `dst`. Returns len, -ENOENT when the temporary is gone (committed under its final name,
+    /// or removed), or -errno. Never throws.
+    ssize_t read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) const noexcept;
 
     /// The last recorded version of `url` (without credentials or query), for --offline and for remounts.
     std::optional<ObjectInfo> load_meta(const std::string& url) const;
@@ -129,13 +169,33 @@ public:
     uint64_t used_bytes() const noexcept { return used_.load(); }
 
 private:
-    std::string block_path(const std::string& key, uint64_t block) const;
+    /// The verified directory of object `key` (created when `create`), or an empty Dir (logged
+    /// once when it exists but is not trusted).
+    /// *err (when set) receives the errno: ENOENT when absent, EPERM when not trusted.
+    cache_files::Dir object_dir(const std::string& key, bool create, int* err = nullptr) const noexcept;
+    /// Opens block `block` of `key` for reading when it is a regular file of ours of `block_len`
+    /// bytes plus its checksum record: the descriptor (its stat in *st), or -ENOENT / -errno.
+    int open_block(const cache_files::Dir& od, uint64_t block, uint64_t block_len, struct stat* st) const noexcept;
+    /// Checks the open block file `fd` (stat `st`) against its checksum unless this process
+    /// already did for this inode and ctime, copying bytes [offset, offset + len) to `dst` on
+    /// the way when `dst` is set. 1: checked now (the bytes were copied), 0: checked before
+    /// (nothing copied), -ENOENT: it failed and was removed, or -errno.
+    int verify(const cache_files::Dir& od, const std::string& key, uint64_t block, int fd, const struct stat& st,
+               uint64_t block_len, uint64_t offset, size_t len, char* dst) const noexcept;
     void evict() noexcept;
 
     std::string dir_;   // DIR/v1
     uint64_t max_bytes_;
-    std::atomic<uint64_t> used_{0};
+    cache_files::Dir root_, objects_, meta_, listings_;
+    int lock_fd_ = -1;  // DIR/v1/lock
+    mutable std::atomic<uint64_t> used_{0};  // mutable: a read that drops a bad block uncounts it
     std::mutex evict_mutex_;
+    mutable std::mutex checked_mutex_;
+    /// Block files checked by this process: (dev, inode) -> ctime in ns when checked (-1: failed, dropped).
+    mutable std::map<std::pair<dev_t, ino_t>, int64_t> checked_;
+    mutable std::atomic<bool> untrusted_logged_{false};
+    std::mutex once_mutex_;
+    std::map<std::string, int> once_owners_;  // open_once() key -> its flock()ed .owner
 };
 
 }  // namespace gguf_mount::remote

@@ -318,7 +318,10 @@ RemoteSource::~RemoteSource() {
 
 RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, std::string url, ObjectInfo info)
     : context_(std::move(context)), url_(std::move(url)), name_(url_for_message(url_)), info_(std::move(info)) {
-    key_ = BlockCache::object_key(url_, info_.validator);
+    // Without a validator (neither ETag nor Last-Modified) a same-size replacement would keep
+    // the key: such a file's blocks serve this open only.
+    key_ = BlockCache::validates(info_.validator) ? BlockCache::object_key(url_, info_.validator)
+                                                  : context_->cache().open_once(url_);
 }
 
 std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> context, const std::string& url) {
@@ -617,7 +620,7 @@ ssize_t RemoteSource::read_stored(uint64_t block, uint64_t blen, uint64_t in_blo
             }
         }
     }
-    if (!tmp.empty()) r = BlockCache::read_staged(tmp, in_block, n, dst);
+    if (!tmp.empty()) r = context_->cache().read_staged(tmp, in_block, n, dst);
     // Gone, or not staged (any more): committed under its final name meanwhile (rename is
     // atomic), or removed after a failed commit.
     return r == -ENOENT ? context_->cache().read(key_, block, blen, in_block, n, dst) : r;

@@ -8,7 +8,7 @@ packages=(
   libfuse3-dev fuse3 libsystemd-dev
   libcxxopts-dev libspdlog-dev libfmt-dev
   libgtest-dev nlohmann-json3-dev libssl-dev help2man
-  libcurl4-openssl-dev libxml2-dev
+  libcurl4-openssl-dev libxml2-dev libxxhash-dev
   nginx-light openssl python3
   acl  # setfacl: the POSIX ACL permission tests (skipped without it)
 )

@@ -3,7 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -219,6 +222,63 @@ std::vector<pid_t> daemon_pids_with_argument(const std::string& arg) {
         if (std::find(all.begin(), all.end(), static_cast<pid_t>(ppid)) == all.end()) out.push_back(pid);
     }
     return out;
+}
+
+namespace {
+
+constexpr const char* kFusectlDir = "/sys/fs/fuse/connections";
+constexpr long kFusectlMagic = 0x65735543;  // fs/fuse/control.c FUSECTL_SUPER_MAGIC
+
+bool is_fusectl(const std::string& dir) {
+    struct statfs sfs {};
+    return ::statfs(dir.c_str(), &sfs) == 0 && static_cast<long>(sfs.f_type) == kFusectlMagic;
+}
+
+}  // namespace
+
+Fusectl::~Fusectl() {
+    if (!mounted_) return;
+    if (::umount2(dir_.c_str(), 0) != 0) ::umount2(dir_.c_str(), MNT_DETACH);
+    ::rmdir(dir_.c_str());
+}
+
+bool Fusectl::ensure(const std::string& scratch_dir, std::string* why) {
+    if (!dir_.empty()) return true;
+    if (is_fusectl(kFusectlDir)) {
+        dir_ = kFusectlDir;
+        return true;
+    }
+    if (::mkdir(scratch_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        *why = scratch_dir + ": cannot create (" + std::strerror(errno) + ")";
+        return false;
+    }
+    if (::mount("fusectl", scratch_dir.c_str(), "fusectl", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        *why = std::string("fusectl is not mounted on ") + kFusectlDir + " (systemd mounts it) and cannot be mounted on " +
+               scratch_dir + ": " + std::strerror(errno) + (::geteuid() != 0 ? " (needs root)" : "");
+        ::rmdir(scratch_dir.c_str());
+        return false;
+    }
+    dir_ = scratch_dir;
+    mounted_ = true;
+    return true;
+}
+
+std::string Fusectl::file(const MountEntry& m, const std::string& name) const {
+    return dir_ + "/" + std::to_string(m.minor) + "/" + name;
+}
+
+bool read_first_line(const std::string& path, std::string* line, std::string* error) {
+    std::ifstream in(path);
+    if (!in) {
+        *error = path + ": cannot open (" + std::strerror(errno) + ")";
+        return false;
+    }
+    errno = 0;
+    if (!std::getline(in, *line)) {
+        *error = path + ": cannot read a line (" + (errno ? std::strerror(errno) : "empty") + ")";
+        return false;
+    }
+    return true;
 }
 
 std::vector<std::string> list_dir(const std::string& dir) {

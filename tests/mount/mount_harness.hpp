@@ -94,6 +94,39 @@ std::vector<pid_t> pids_with_argument(const std::string& arg);
 /// READY=1 a daemon has a child with its command line, the start-up reader, fs/self_read.hpp).
 std::vector<pid_t> daemon_pids_with_argument(const std::string& arg);
 
+/// The fusectl file system (fs/fuse/control.c: one directory per FUSE connection, named after
+/// the connection's device number, with the files waiting, abort, max_background, ...), which
+/// systemd mounts on /sys/fs/fuse/connections; containers and hosts without systemd often lack
+/// it. Where it is not mounted there, ensure() mounts it on a directory of the test's own (one
+/// kernel-wide superblock: the same files, without touching the host's /sys or racing another
+/// test that does), and the destructor unmounts it again.
+class Fusectl {
+public:
+    Fusectl() = default;
+    Fusectl(const Fusectl&) = delete;
+    Fusectl& operator=(const Fusectl&) = delete;
+    /// Unmounts what ensure() mounted and removes its directory.
+    ~Fusectl();
+
+    /// Makes the fusectl files available: true when /sys/fs/fuse/connections holds them, or
+    /// when fusectl could be mounted on `scratch_dir` (created; needs root, mount(2)). False
+    /// otherwise, with `*why` saying what is missing (the reason to print when skipping).
+    bool ensure(const std::string& scratch_dir, std::string* why);
+
+    /// Path of the file `name` of the connection behind mount `m` (FUSE mounts have major 0:
+    /// the directory is named after the minor). Valid after ensure() returned true.
+    std::string file(const MountEntry& m, const std::string& name) const;
+
+private:
+    std::string dir_;      // where the files are
+    bool mounted_ = false;  // dir_ was mounted by ensure()
+};
+
+/// Reads the first line of `path` (without its '\n') into `*line`. Returns false with `*error`
+/// naming the path and the errno when the file cannot be opened or read: a failed read is an
+/// error, never the value "".
+bool read_first_line(const std::string& path, std::string* line, std::string* error);
+
 /// Names in directory `dir` (readdir), "." and ".." excluded, sorted.
 std::vector<std::string> list_dir(const std::string& dir);
 

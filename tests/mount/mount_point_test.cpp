@@ -163,12 +163,6 @@ void hold_the_start_up_read(const std::string& root, const std::string& src, Pla
 }
 #endif
 
-/// The fusectl file `name` of the FUSE connection behind mount `m` (fs/fuse/control.c names
-/// the directory after the connection's device number; FUSE mounts have major 0).
-std::string fusectl_file(const mount_test::MountEntry& m, const std::string& name) {
-    return "/sys/fs/fuse/connections/" + std::to_string(m.minor) + "/" + name;
-}
-
 /// True when process `pid` has a descriptor open on /dev/fuse.
 bool holds_dev_fuse(pid_t pid) {
     std::error_code ec;
@@ -197,6 +191,11 @@ TEST_F(MountPoint, KillDuringTheStartUpReadEndsTheDaemonAndLeavesADeadMountThatI
 #ifndef GGUF_PLAINFS_BINARY
     GTEST_SKIP() << "plainfs was not built";
 #else
+    // Aborting the connection (fusectl) ends a process left waiting on the mount, so that a
+    // failure here does not hang the suite.
+    mount_test::Fusectl fusectl;
+    std::string why;
+    if (!fusectl.ensure(root_ + "/fusectl", &why)) GTEST_SKIP() << why;
     PlainFs plainfs;
     ASSERT_NO_FATAL_FAILURE(hold_the_start_up_read(root_, src_, &plainfs));
 
@@ -216,9 +215,7 @@ TEST_F(MountPoint, KillDuringTheStartUpReadEndsTheDaemonAndLeavesADeadMountThatI
     // The daemon's own open of notes.txt waits (uninterruptibly: plainfs took the request) until
     // plainfs answers; after that nothing may hold the daemon or its reader.
     ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);
-    // A process left waiting on the mount is ended by aborting the connection (fusectl), so
-    // that a failure here does not hang the suite.
-    const std::string abort_file = fusectl_file(*entry, "abort");
+    const std::string abort_file = fusectl.file(*entry, "abort");
     auto code = daemon_.wait_exit(std::chrono::seconds(5));
     if (!code) {
         std::ofstream(abort_file) << "1\n";
@@ -280,6 +277,86 @@ TEST_F(MountPoint, AStartUpReaderKilledFromOutsideIsLoggedAndTheMountServes) {
 #endif
 }
 
+/// The processes whose parent is `parent` among those with `arg` in their command line.
+std::vector<pid_t> children_with_argument(pid_t parent, const std::string& arg) {
+    std::vector<pid_t> out;
+    for (pid_t p : mount_test::pids_with_argument(arg)) {
+        const std::string stat = gguf_test::read_file("/proc/" + std::to_string(p) + "/stat");
+        const size_t close = stat.rfind(')');  // "pid (comm) S ppid ..."
+        if (close != std::string::npos && std::strtol(stat.c_str() + close + 3, nullptr, 10) == parent) {
+            out.push_back(p);
+        }
+    }
+    return out;
+}
+
+#ifdef GGUF_PLAINFS_BINARY
+/// hold_the_start_up_read, then `gguf-mount SRC MNT` daemonized (no -f; its stderr to `log`) as
+/// `daemon`, until its start-up read waits on the stopped plainfs.
+void daemonize_with_a_held_start_up_read(const std::string& root, const std::string& src, const std::string& mnt,
+                                         const std::string& log, PlainFs* plainfs, mount_test::Daemon* daemon) {
+    ASSERT_NO_FATAL_FAILURE(hold_the_start_up_read(root, src, plainfs));
+    ASSERT_TRUE(daemon->start({gguf_test::gguf_mount_binary(), src, mnt}, log));
+    ASSERT_TRUE(mount_test::time_until([&] { return is_stopped(plainfs->pid()); }))
+        << "the start-up read never reached plainfs\n" << gguf_test::read_file(log);
+}
+#endif
+
+// Issue 25.1: a daemonized mount returned while its start-up read check still had files open in
+// the mount, and `fusermount3 -u` right after failed (EBUSY). The foreground process now waits
+// as long as that check is held up (plainfs stopped), exits 0 once it is over, and the unmount
+// right after succeeds; when the daemon dies before that, it says so and exits 1.
+TEST_F(MountPoint, ADaemonizedMountReturnsOnlyOnceTheStartUpReadIsOver) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    PlainFs plainfs;
+    ASSERT_NO_FATAL_FAILURE(daemonize_with_a_held_start_up_read(root_, src_, mnt_, log_, &plainfs, &daemon_));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(daemon_.running()) << "the mount returned (exit " << daemon_.exit_code().value_or(-1)
+                                   << ") while the start-up read still waited";
+    ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);
+    auto code = daemon_.wait_exit();
+    ASSERT_TRUE(code) << "the mount did not return once the start-up read was over";
+    EXPECT_EQ(*code, 0) << log();
+    EXPECT_TRUE(lines_with(log(), ": error: ").empty()) << log();
+    const std::vector<pid_t> left = mount_test::pids_with_argument(mnt_);
+    EXPECT_EQ(left.size(), 1u) << "only the daemon may be left when the mount returns";
+    auto unmounted = gguf_test::run({mount_test::fusermount3_path(), "-u", mnt_});
+    EXPECT_EQ(unmounted.exit_code, 0) << unmounted.err;
+    for (pid_t p : left) {
+        if (!mount_test::wait_gone(p)) {
+            ::kill(p, SIGKILL);
+            ADD_FAILURE() << "daemon " << p << " still running after fusermount3 -u";
+        }
+    }
+#endif
+}
+
+TEST_F(MountPoint, ADaemonizedMountWhoseDaemonDiesBeforeItIsReadySaysSoAndExits1) {
+#ifndef GGUF_PLAINFS_BINARY
+    GTEST_SKIP() << "plainfs was not built";
+#else
+    PlainFs plainfs;
+    ASSERT_NO_FATAL_FAILURE(daemonize_with_a_held_start_up_read(root_, src_, mnt_, log_, &plainfs, &daemon_));
+    const std::vector<pid_t> daemons = children_with_argument(daemon_.pid(), mnt_);
+    ASSERT_EQ(daemons.size(), 1u) << "the foreground process should have forked one daemon";
+    ASSERT_EQ(::kill(daemons[0], SIGKILL), 0);
+    ASSERT_EQ(::kill(plainfs.pid(), SIGCONT), 0);
+    auto code = daemon_.wait_exit();
+    if (!mount_test::wait_gone(daemons[0])) ::kill(daemons[0], SIGKILL);
+    ASSERT_TRUE(code) << "the foreground process did not exit after its daemon died";
+    EXPECT_EQ(*code, 1);
+    EXPECT_EQ(lines_with(log(), ": error: "),
+              std::vector<std::string>{"gguf-mount: error: " + mnt_ +
+                                       ": the daemon was killed by signal 9 (Killed) before the mount was ready (its "
+                                       "messages went to syslog; mount with -f to see them)"})
+        << log();
+    EXPECT_TRUE(mount_test::time_until([&] { return mount_test::pids_with_argument(mnt_).empty(); }))
+        << "a process of the killed daemon is left";
+#endif
+}
+
 // A FUSE mount whose connection is aborted while our statfs waits on it (the statfs then
 // fails with ECONNABORTED, later ones with ENOTCONN) is a dead mount, not one that "does not
 // answer". Here plainfs is stopped and its connection aborted through fusectl; the same
@@ -288,6 +365,9 @@ TEST_F(MountPoint, AMountAbortedWhileItIsCheckedIsADeadMount) {
 #ifndef GGUF_PLAINFS_BINARY
     GTEST_SKIP() << "plainfs was not built";
 #else
+    mount_test::Fusectl fusectl;
+    std::string why;
+    if (!fusectl.ensure(root_ + "/fusectl", &why)) GTEST_SKIP() << why;
     copy_case_shards("notensors/t7", src_);
     const std::string plain_src = root_ + "/plain-src";
     ASSERT_EQ(::mkdir(plain_src.c_str(), 0755), 0);
@@ -299,11 +379,18 @@ TEST_F(MountPoint, AMountAbortedWhileItIsCheckedIsADeadMount) {
 
     mount_test::Daemon d;
     ASSERT_TRUE(d.start({gguf_test::gguf_mount_binary(), src_, mnt_, "-f"}, log_));
+    // "waiting": the number of requests plainfs has not answered; a failed read is an error.
+    std::string waiting, read_error;
     const bool asked = mount_test::time_until([&] {
-        return gguf_test::read_file(fusectl_file(*plain, "waiting")) != "0\n";
+        return !mount_test::read_first_line(fusectl.file(*plain, "waiting"), &waiting, &read_error) || waiting != "0";
     }).has_value();
-    std::ofstream(fusectl_file(*plain, "abort")) << "1\n";
-    ASSERT_TRUE(asked) << "gguf-mount never asked the stopped mount";
+    std::ofstream abort(fusectl.file(*plain, "abort"));
+    abort << "1\n" << std::flush;
+    const bool aborted = abort.good();
+    abort.close();
+    ASSERT_TRUE(read_error.empty()) << read_error;
+    ASSERT_TRUE(aborted) << "cannot write " << fusectl.file(*plain, "abort");
+    ASSERT_TRUE(asked) << "gguf-mount never asked the stopped mount (waiting = " << waiting << ")";
     auto code = d.wait_exit();
     ASSERT_TRUE(code);
     EXPECT_EQ(*code, 1);

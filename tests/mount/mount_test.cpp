@@ -424,34 +424,20 @@ TEST_F(MountTest, ReadaheadWindowIsRaised) {
 // its INIT reply. The values are read back from the fusectl file system (mounted here for the
 // test if the machine has not mounted it, and unmounted again).
 TEST_F(MountTest, BackgroundRequestLimitsAreRaised) {
-    if (::geteuid() != 0) GTEST_SKIP() << "reading the FUSE connection limits needs fusectl, mounted by root";
-    const std::string fusectl = "/sys/fs/fuse/connections";
-    constexpr long kFusectlMagic = 0x65735543;  // fs/fuse/control.c FUSECTL_SUPER_MAGIC
-    struct FusectlMount {  // unmounts what this test mounted, also when an assertion fails
-        std::string path;
-        ~FusectlMount() {
-            if (!path.empty()) gguf_test::run({"/bin/umount", path});
-        }
-    } ours;
-    struct statfs sfs {};
-    if (::statfs(fusectl.c_str(), &sfs) != 0) GTEST_SKIP() << fusectl << " does not exist on this kernel";
-    if (sfs.f_type != kFusectlMagic) {
-        auto r = gguf_test::run({"/bin/mount", "-t", "fusectl", "none", fusectl});
-        if (r.exit_code != 0) GTEST_SKIP() << "cannot mount fusectl on " << fusectl << ": " << r.err;
-        ours.path = fusectl;
-    }
+    mount_test::Fusectl fusectl;
+    std::string why;
+    if (!fusectl.ensure(root_ + "/fusectl", &why)) GTEST_SKIP() << why;
     copy_case_shards("notensors/t7", src_);
     ASSERT_TRUE(mount());
     auto entry = find_mount(mnt_);
     ASSERT_TRUE(entry);
-    auto read_value = [&](const std::string& name) {
-        std::ifstream in(fusectl + "/" + std::to_string(entry->minor) + "/" + name);
-        std::string v;
-        std::getline(in, v);
-        return v;
-    };
-    EXPECT_EQ(read_value("max_background"), "64");
-    EXPECT_EQ(read_value("congestion_threshold"), "48");
+    std::string max_background, congestion_threshold, error;
+    ASSERT_TRUE(mount_test::read_first_line(fusectl.file(*entry, "max_background"), &max_background, &error)) << error;
+    ASSERT_TRUE(mount_test::read_first_line(fusectl.file(*entry, "congestion_threshold"), &congestion_threshold,
+                                            &error))
+        << error;
+    EXPECT_EQ(max_background, "64");
+    EXPECT_EQ(congestion_threshold, "48");
     EXPECT_EQ(unmount_and_wait(), 0);
 }
 

@@ -16,7 +16,8 @@ the rule lets its first S matching requests through, then applies to the next N.
 tried in order and each counts the matching requests it sees; the first that applies wins and
 the rules after it do not see that request. Kinds: stall (seconds, after_bytes), drop
 (after_bytes), status (status), retry_after (seconds), etag (etag), ignore_range, redirect
-(location). Counters restart whenever the file's content
+(location), no_validators (the file is served without ETag and Last-Modified, as some
+servers do). Counters restart whenever the file's content
 changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
@@ -166,9 +167,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         st = os.stat(real)
         size = st.st_size
         etag = rule["etag"] if kind == "etag" else '"%x-%x"' % (int(st.st_mtime), size)
-        headers = [("ETag", etag), ("Accept-Ranges", "bytes"),
-                   ("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True)),
-                   ("Content-Type", "application/octet-stream")]
+        headers = [("Accept-Ranges", "bytes"), ("Content-Type", "application/octet-stream")]
+        if kind != "no_validators":
+            headers += [("ETag", etag), ("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))]
         status, start, end = 200, 0, size - 1
         rng = self.headers.get("Range")
         if rng and kind != "ignore_range":

@@ -266,7 +266,9 @@ TEST_F(RemoteSourceStoreTest, StagedBlocksAreServedFromTheirTemporariesUntilComm
     // The staged temporaries are what a read now returns: mark one and read it through the source.
     std::string marked;
     for (const auto& [path, size] : temporaries()) {
-        if (size == static_cast<off_t>(BlockCache::kBlockSize)) marked = path;
+        if (size == static_cast<off_t>(BlockCache::kBlockSize + gguf_mount::remote::cache_files::kTrailerSize)) {
+            marked = path;
+        }
     }
     ASSERT_FALSE(marked.empty()) << "no staged full block";
     std::string before(16, '\0');
@@ -296,6 +298,24 @@ TEST_F(RemoteSourceStoreTest, StagedBlocksAreServedFromTheirTemporariesUntilComm
     src.reset();
     ctx.reset();  // runs every queued commit
     EXPECT_TRUE(temporaries().empty()) << "a staged temporary was left behind";
+}
+
+/// Writes `bytes` at `offset` of the cached block file `path` (block `block` of `key`) as the
+/// cache itself would have: with the checksum record of the new content, so the block is served.
+void rewrite_cached_block(const std::string& path, const std::string& key, uint64_t block, uint64_t offset,
+                          const std::string& bytes) {
+    using gguf_mount::remote::cache_files::BlockChecksum;
+    using gguf_mount::remote::cache_files::kTrailerSize;
+    std::string file = gguf_test::read_file(path);
+    ASSERT_GT(file.size(), kTrailerSize + offset + bytes.size()) << path;
+    file.replace(offset, bytes.size(), bytes);
+    BlockChecksum sum(key, block);
+    sum.update(file.data(), file.size() - kTrailerSize);
+    sum.trailer(&file[file.size() - kTrailerSize]);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+    ::close(fd);
 }
 
 /// Pages of `path` in the page cache (mincore), and its page count.
@@ -367,16 +387,14 @@ TEST_F(RemoteSourceStoreTest, FetchedBlocksAreWrittenPastThePageCacheAndTheLastO
     ::unlink((objects + ".probe").c_str());
     for (int b = 1; b < 3; ++b) {  // (block 0 was read back from the cache)
         const auto [in, pages] = resident_pages(objects + std::to_string(b));
-        EXPECT_EQ(pages, BlockCache::kBlockSize / 4096) << "block " << b;
-        if (direct) EXPECT_EQ(in, 0u) << "block " << b << " was written through the page cache";
+        EXPECT_EQ(pages, BlockCache::kBlockSize / 4096 + 1) << "block " << b << ": its bytes and checksum record";
+        if (direct) EXPECT_LE(in, 1u) << "block " << b << " was written through the page cache (but its record)";
     }
     // Mark blocks 1 and 2 in the cache: block 1 (let go) is read from there, block 2 (kept)
     // from memory.
     for (int b : {1, 2}) {
-        int fd = ::open((objects + std::to_string(b)).c_str(), O_WRONLY | O_CLOEXEC);
-        ASSERT_GE(fd, 0) << "block " << b << " not cached";
-        ASSERT_EQ(::pwrite(fd, "CACHED-BLOCKFILE", 16, 0), 16);
-        ::close(fd);
+        ASSERT_NO_FATAL_FAILURE(rewrite_cached_block(objects + std::to_string(b), BlockCache::object_key(url, src->validator()),
+                                                     b, 0, "CACHED-BLOCKFILE"));
     }
     char got[16];
     ASSERT_EQ(src->pread(got, 16, BlockCache::kBlockSize), 16);
@@ -393,7 +411,7 @@ TEST_F(RemoteSourceStoreTest, TheBlockASourceIsOpenedWithStaysInThePageCache) {
     auto src = RemoteSource::open(ctx, url);
     const std::string block0 = cache_.path() + "/v1/objects/" + BlockCache::object_key(url, src->validator()) + "/0";
     const auto [in, pages] = resident_pages(block0);
-    EXPECT_EQ(pages, BlockCache::kBlockSize / 4096);
+    EXPECT_EQ(pages, BlockCache::kBlockSize / 4096 + 1);  // and its checksum record
     EXPECT_EQ(in, pages) << "block 0 was written past the page cache";
 }
 
@@ -609,13 +627,13 @@ TEST(BlockCache, AStagedBlockIsReadableButPresentOnlyAfterItsCommit) {
     // Written but not durable: not present under its final name (a kill -9 now loses it).
     EXPECT_FALSE(cache.has(key, 2, 5000));
     EXPECT_EQ(cache.read(key, 2, 5000, 0, 100, out), -ENOENT);
-    ASSERT_EQ(BlockCache::read_staged(staged, 4000, 100, out), 100);
+    ASSERT_EQ(cache.read_staged(staged, 4000, 100, out), 100);
     EXPECT_EQ(std::string(out, 100), data.substr(4000, 100));
     EXPECT_EQ(cache.used_bytes(), 0u);
     ASSERT_EQ(cache.commit(key, 2, staged, data.size()), 0);
     EXPECT_TRUE(cache.has(key, 2, 5000));
-    EXPECT_EQ(cache.used_bytes(), 5000u);
-    EXPECT_EQ(BlockCache::read_staged(staged, 0, 100, out), -ENOENT) << "the temporary became the block";
+    EXPECT_EQ(cache.used_bytes(), 5000u + gguf_mount::remote::cache_files::kTrailerSize);  // the file: bytes and checksum record
+    EXPECT_EQ(cache.read_staged(staged, 0, 100, out), -ENOENT) << "the temporary became the block";
     ASSERT_EQ(cache.read(key, 2, 5000, 4000, 100, out), 100);
     EXPECT_EQ(std::string(out, 100), data.substr(4000, 100));
     // A commit of a temporary that is gone fails and publishes nothing.

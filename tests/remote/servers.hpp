@@ -166,6 +166,7 @@ private:
 ///   {"fault": "etag", "etag": "\"v2\""}                  serves that ETag instead of the real one
 ///   {"fault": "ignore_range"}                            200 with the whole body
 ///   {"fault": "redirect", "location": "http://..."}      302 to location + request path
+///   {"fault": "no_validators"}                           the file without ETag and Last-Modified
 /// Requests are logged as JSON lines (AccessEntry fields), read with access_log().
 class FaultServer {
 public:
