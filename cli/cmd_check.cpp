@@ -235,8 +235,10 @@ int run_check(int argc, char** argv) {
             return usage_error("check", "expected one SOURCE, got more arguments (first extra: '" +
                                             r["extra"].as<std::vector<std::string>>().front() + "')");
         }
-        if (!r.count("source")) return usage_error("check", "SOURCE is required");
-        source = r["source"].as<std::string>();
+        const std::vector<std::string> given = source_and_positionals(r, {"source"});
+        if (given.empty()) return usage_error("check", "SOURCE is required (or --source-file FILE)");
+        if (given.size() > 1) return usage_error("check", "expected one SOURCE: --source-file gives it already");
+        source = given.front();
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -244,6 +246,9 @@ int run_check(int argc, char** argv) {
 #endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("check", e.what());
+    } catch (const gguf::Error& e) {
+        print_error(e.what());
+        return 1;
     }
     const bool hub_source = source.rfind("hf://", 0) == 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,7 +68,9 @@ const char* const kMergeHelpTail =
     "blocks are not added to it). Interrupted (Ctrl-C, kill -9, network failure), the partial\n"
     "output is kept as .GGUF_OUT.tmp-XXXXXX with a .GGUF_OUT.merge-state file; running the same\n"
     "command again continues it, or starts from zero when a shard changed on the server.\n"
-    "--delete-splits is refused for URLs.\n"
+    "--delete-splits is refused for URLs. An hf:// set's shards are checked against the sha256\n"
+    "the Hub lists (lfs.oid) as their bytes pass: on a mismatch nothing is written, exit status\n"
+    "1 (a continued merge cannot check them; plain http(s) servers give no digest).\n"
     "Holes in sparse shards stay holes in the output. A progress bar is shown when stderr is a\n"
     "terminal. Exit status: 0 ok, 1 failed, 2 usage error.\n"
     "Environment (diagnostics): GGUF_MOUNT_COPY=buffered,dense copies with read/write instead\n"
@@ -220,7 +223,7 @@ std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& pa
 /// disk use) and written in offset order with resume points (see kMergeHelpTail). Sets
 /// `*interrupted` to the message for a signal once a partial output is kept.
 int merge_url(const std::string& url, const std::string& output, bool delete_splits, bool quiet,
-              remote::RemoteOptions ro, std::string* interrupted) {
+              remote::RemoteOptions ro, const std::map<std::string, std::string>& sha256s, std::string* interrupted) {
     if (delete_splits) {
         throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
                                                        ": --delete-splits is refused for a URL (nothing on this "
@@ -264,6 +267,29 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
         }
     }
     if (!why.empty()) spdlog::warn("{}: not continuing the interrupted merge ({}); starting from zero", output, why);
+    // Shards whose sha256 the Hub lists are checked whole as their bytes pass (a continued merge
+    // does not read the bytes written before: it cannot check them).
+    std::vector<const remote::RemoteSource*> checked;
+    for (const gguf::SourceFile& s : vf.sources()) {
+        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s.remote);
+        auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
+        if (it == sha256s.end()) continue;
+        if (resume_from > 0) {
+            if (!quiet) spdlog::info("{}: continued merge: the shards' sha256 is not checked", output);
+            checked.clear();
+            break;
+        }
+        const_cast<remote::RemoteSource&>(*r).verify_sha256(it->second);
+        checked.push_back(r.get());
+    }
+    // The first shard whose bytes are wrong: its line, else "".
+    auto sha256_mismatch = [&checked](bool finish) {
+        for (const remote::RemoteSource* r : checked) {
+            std::string e = finish ? r->finish_sha256() : r->sha256_error();
+            if (!e.empty()) return e;
+        }
+        return std::string();
+    };
     if (!out) ::unlink(state.c_str());
     for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
         spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
@@ -294,11 +320,19 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
     };
     try {
         gguf::write_virtual_file(vf, *out, wopt);
+        const std::string wrong = sha256_mismatch(true);
+        if (!wrong.empty()) throw gguf::Error(gguf::Code::Io, wrong + "; nothing was written", EIO);
         bar.set_label("syncing");
         out->commit();
         verify_output(out->temp_path(), vf, tensor_count);
         vf.ensure_sources_unchanged("merged");
     } catch (const gguf::Error& e) {
+        // Wrong bytes: nothing of this output is worth continuing.
+        const std::string wrong = sha256_mismatch(false);
+        if (!wrong.empty()) {
+            ::unlink(state.c_str());
+            throw gguf::Error(gguf::Code::Io, wrong + "; nothing was written", EIO);
+        }
         // Kept for the next run of the same command (unless nothing durable was written yet).
         if (!resumable) throw;
         out->keep();
@@ -336,8 +370,9 @@ int merge(const std::string& first, const std::string& output, bool delete_split
           const MergeRemoteOptions& ro, std::string* interrupted) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
     remote::RemoteOptions url_options = ro;  // an hf:// source adds its token (endpoint only)
-    const std::string url = remote::remote_source_url(first, &url_options);
-    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, url_options, interrupted);
+    std::map<std::string, std::string> sha256s;  // an hf:// source: the shards' lfs.oid
+    const std::string url = remote::remote_source_url(first, &url_options, &sha256s);
+    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, url_options, sha256s, interrupted);
 #else
     (void)interrupted;
     (void)ro;
@@ -434,8 +469,7 @@ int run_merge(int argc, char** argv) {
             std::printf("%s%s", options.help().c_str(), kMergeHelpTail);
             return 0;
         }
-        if (r.count("pos1")) args.push_back(r["pos1"].as<std::string>());
-        if (r.count("pos2")) args.push_back(r["pos2"].as<std::string>());
+        args = source_and_positionals(r, {"pos1", "pos2"});
         if (r.count("extra")) {
             return usage_error("merge", "expected FIRST_SHARD and GGUF_OUT, got more arguments (first extra: '" +
                                          r["extra"].as<std::vector<std::string>>().front() + "')");
@@ -447,6 +481,9 @@ int run_merge(int argc, char** argv) {
 #endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("merge", e.what());
+    } catch (const gguf::Error& e) {
+        print_error(e.what());
+        return 1;
     }
     if (args.size() != 2) {
         return usage_error("merge", "expected FIRST_SHARD and GGUF_OUT, got " + std::to_string(args.size()) +

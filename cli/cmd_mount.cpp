@@ -25,6 +25,7 @@
 #include "cli/commands.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
+#include "cli/remote_options.hpp"
 #include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
@@ -137,6 +138,9 @@ cxxopts::Options make_options() {
          cxxopts::value<std::string>(), "DIR")
         ("cache-max-size", "remote SOURCE: bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); "
                            "least recently used blocks are evicted (default: unbounded)", cxxopts::value<std::string>(), "N")
+        ("source-file", "read SOURCE from the first line of FILE; MOUNTPOINT is then the only argument (a URL "
+                        "with credentials or a signed query stays out of `ps`; the systemd unit passes a credential)",
+         cxxopts::value<std::string>(), "FILE")
         ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")
         ("ca-cert", "remote SOURCE: extra CA certificate (PEM) trusted besides the system store",
          cxxopts::value<std::string>(), "FILE")
@@ -196,8 +200,18 @@ int run_mount(int argc, char** argv) {
         std::printf("%s %s\n", kProgram, GGUF_MOUNT_VERSION);
         return 0;
     }
-    if (!args.count("source") || !args.count("mountpoint")) {
-        std::fprintf(stderr, "%s: SOURCE and MOUNTPOINT are required (see '%s --help')\n", kProgram, kProgram);
+    std::vector<std::string> given;
+    try {
+        given = source_and_positionals(args, {"source", "mountpoint"});
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", kProgram, gguf::escape(e.what()).c_str());
+        return 1;
+    }
+    if (given.size() != 2) {
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram,
+                     given.size() < 2 ? "SOURCE and MOUNTPOINT are required"
+                                      : "--source-file gives SOURCE: MOUNTPOINT is the only argument then",
+                     kProgram);
         return 2;
     }
 
@@ -220,8 +234,8 @@ int run_mount(int argc, char** argv) {
     spdlog::error("this gguf-mount was built without FUSE support (GGUF_MOUNT_WITH_FUSE=OFF)");
     return 1;
 #else
-    const std::string source_arg = args["source"].as<std::string>();
-    const std::string mount_arg = args["mountpoint"].as<std::string>();
+    const std::string source_arg = given[0];
+    const std::string mount_arg = given[1];
 
     // Before anything is opened: a shard must never get fd 0, 1 or 2 (daemonizing reuses them).
     if (!fs::ensure_standard_fds_open()) {
@@ -356,6 +370,8 @@ int run_mount(int argc, char** argv) {
         }
     }
 #endif
+    // SOURCE in messages: a URL without credentials or query.
+    const std::string shown_arg = remote_source ? source : source_arg;
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
     if (!live) {
@@ -370,7 +386,7 @@ int run_mount(int argc, char** argv) {
     try {
         first = live->rescan();
     } catch (const std::exception& e) {
-        spdlog::error("{}: {}", source_arg, e.what());
+        spdlog::error("{}: {}", shown_arg, e.what());
         return 1;
     }
     for (const auto& n : live->current()->nodes()) {
@@ -381,21 +397,21 @@ int run_mount(int argc, char** argv) {
     if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
         for (const auto& p : first.new_problems) spdlog::error("{}; nothing mounted", p.reason);
-        for (const auto& e : first.errors) spdlog::error("{}: cannot be opened: {}; nothing mounted", source_arg, e);
+        for (const auto& e : first.errors) spdlog::error("{}: cannot be opened: {}; nothing mounted", shown_arg, e);
         if (first.new_problems.empty() && first.errors.empty()) {
-            spdlog::error("{}: nothing to serve; nothing mounted", source_arg);
+            spdlog::error("{}: nothing to serve; nothing mounted", shown_arg);
         }
         return 1;
     }
     for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
-    for (const auto& e : first.errors) spdlog::error("{}: not served: {}", source_arg, e);
+    for (const auto& e : first.errors) spdlog::error("{}: not served: {}", shown_arg, e);
     if (first.unpinned) {
         spdlog::warn("{}: too many files to keep open: {} set(s) have their shards opened on demand (raise the "
-                     "descriptor limit, LimitNOFILE=, to keep them open)", source_arg, first.unpinned);
+                     "descriptor limit, LimitNOFILE=, to keep them open)", shown_arg, first.unpinned);
     }
     if (served == 0) {
-        spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", source_arg);
+        spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", shown_arg);
     }
 
     try {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -41,7 +42,10 @@ const char* const kPrefetchHelpTail =
     "are not fetched again). Exit status 0 only when every block is cached and SOURCE has no\n"
     "problem (a file that cannot be read, an incomplete set: what 'check' lists); then\n"
     "'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte with the server\n"
-    "down. A progress bar is shown when stderr is a terminal.\n"
+    "down. Files whose sha256 the Hub lists (lfs.oid) are checked whole: on a mismatch their\n"
+    "cached blocks are dropped and the exit status is 1 (plain http(s) servers give no digest:\n"
+    "nothing is checked beyond sizes and validators). A progress bar is shown when stderr is a\n"
+    "terminal.\n"
     "Exit status: 0 all cached, 1 failed, 2 usage error.\n";
 
 /// Fetches blocks in flight at once (each a 4 MiB ranged GET stored durably).
@@ -84,7 +88,8 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
         listing.pin();
         return listed(listing);
     }
-    const std::string source = remote::remote_source_url(argument, &ro);
+    std::map<std::string, std::string> sha256s;  // an hf:// first shard: its folder's lfs.oid
+    const std::string source = remote::remote_source_url(argument, &ro, &sha256s);
     if (source.empty()) {
         throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL or hf:// source (prefetch fills "
                                                             "the cache of remote sources only)");
@@ -94,13 +99,43 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
         remote::HttpDirectoryListing listing(*context, source);
         return listed(listing);
     }
-    return sources_of(remote::remote_set_catalog(source, *context));
+    auto sources = sources_of(remote::remote_set_catalog(source, *context));
+    for (const auto& s : sources) {
+        auto it = sha256s.find(s->display_name());
+        if (it != sha256s.end() && s->sha256().empty()) {
+            std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(it->second);
+        }
+    }
+    return sources;
+}
+
+/// Throws gguf::Error(Io) naming the first of `sources` whose bytes failed their sha256 check
+/// (and how many more did), after dropping their cached blocks again (stores that were
+/// queued when the mismatch was found are committed by now). With `finish`, every checked
+/// source is finished first (its bytes not read by the jobs, the blocks already cached, are
+/// read from the cache and hashed).
+void throw_sha256_mismatches(const std::vector<std::shared_ptr<const remote::RemoteSource>>& sources, bool finish) {
+    std::vector<std::string> bad;
+    for (const auto& s : sources) {
+        const std::string e = finish ? s->finish_sha256() : s->sha256_error();
+        if (e.empty()) continue;
+        s->drop_cached();
+        bad.push_back(e);
+    }
+    if (bad.empty()) return;
+    throw gguf::Error(gguf::Code::Io,
+                      bad.front() + (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more file(s))" : ""),
+                      EIO);
 }
 
 int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
     std::shared_ptr<remote::RemoteContext> context;
     std::vector<gguf::Problem> problems;  // files not served: not cached either
     const auto sources = served_sources(argument, ro, &context, &problems);
+    // Files whose sha256 is known (the Hub's lfs.oid) are checked whole as their bytes pass.
+    for (const auto& s : sources) {
+        if (!s->sha256().empty()) std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(s->sha256());
+    }
     struct Job {
         const remote::RemoteSource* source;
         uint64_t block;
@@ -156,8 +191,10 @@ int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool 
     bar.add(done.load() - shown);
     bar.finish();
     if (cancelled()) throw gguf::Error(gguf::Code::Io, "interrupted", EINTR);
-    if (!first_error.empty()) throw gguf::Error(gguf::Code::Io, first_error, EIO);
     context->flush();  // every fetched block staged and committed (durable) before judging
+    throw_sha256_mismatches(sources, false);  // wrong bytes fail their last reads: said first
+    if (!first_error.empty()) throw gguf::Error(gguf::Code::Io, first_error, EIO);
+    throw_sha256_mismatches(sources, true);
     // The cache is the judge: a block stored and evicted at once (--cache-max-size too small)
     // or not stored (disk full) is not cached.
     for (const auto& s : sources) {
@@ -215,12 +252,17 @@ int run_prefetch(int argc, char** argv) {
             return usage_error("prefetch", "expected one SOURCE, got more arguments (first extra: '" +
                                                r["extra"].as<std::vector<std::string>>().front() + "')");
         }
-        if (!r.count("pos1")) return usage_error("prefetch", "expected SOURCE");
-        source = r["pos1"].as<std::string>();
+        const std::vector<std::string> given = source_and_positionals(r, {"pos1"});
+        if (given.empty()) return usage_error("prefetch", "expected SOURCE (or --source-file FILE)");
+        if (given.size() > 1) return usage_error("prefetch", "expected one SOURCE: --source-file gives it already");
+        source = given.front();
         read_remote_options(r, &ro);
         quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("prefetch", e.what());
+    } catch (const gguf::Error& e) {
+        print_error(e.what());
+        return 1;
     }
     return run_offline(quiet, "interrupted; the blocks fetched so far stay cached",
                        [&] { return prefetch(source, ro, quiet); });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/remote_options.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include <chrono>
@@ -131,7 +132,15 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int rc = run(argc, argv);
+    // The commands read copies of the arguments; the originals, which every local user reads
+    // in /proc/PID/cmdline for the life of the process, lose the credentials and query strings
+    // of URLs at once.
+    std::vector<std::string> copies(argv, argv + argc);
+    std::vector<char*> args;
+    for (std::string& c : copies) args.push_back(c.data());
+    args.push_back(nullptr);
+    gguf_mount::cli::hide_url_secrets(argc, argv);
+    const int rc = run(argc, args.data());
 #ifdef GGUF_MOUNT_WITH_REMOTE
     // A remote context destroyed on a detached thread may still be committing blocks (and
     // logging): let it finish before the statics (spdlog's registry) are destroyed.

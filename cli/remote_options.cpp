@@ -1,13 +1,109 @@
 #include "cli/remote_options.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+
+#include "gguf/error.hpp"
 
 namespace gguf_mount::cli {
+
+namespace {
+
+constexpr size_t kMaxSourceFileBytes = size_t{64} << 10;
+
+/// Where an http:// or https:// URL starts in `s` (ASCII case-insensitive), or npos.
+size_t find_http_url(const std::string& s) {
+    std::string lower(s);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const size_t a = lower.find("http://");
+    const size_t b = lower.find("https://");
+    return std::min(a, b);
+}
+
+}  // namespace
+
+std::string without_url_secrets(const std::string& arg) {
+    const size_t at = find_http_url(arg);
+    if (at == std::string::npos) return arg;
+    std::string url = arg.substr(at);
+    url = url.substr(0, url.find_first_of("?#"));
+    const size_t authority = url.find("://") + 3;
+    const size_t path = url.find('/', authority);
+    const size_t user_end = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+    if (user_end != std::string::npos && user_end >= authority) url.erase(authority, user_end + 1 - authority);
+    return arg.substr(0, at) + url;
+}
+
+void hide_url_secrets(int argc, char** argv) noexcept {
+    for (int i = 0; i < argc && argv[i]; ++i) {
+        const size_t len = std::strlen(argv[i]);
+        try {
+            const std::string shown = without_url_secrets(argv[i]);
+            if (shown.size() >= len) continue;  // nothing removed
+            std::memcpy(argv[i], shown.data(), shown.size());
+            std::memset(argv[i] + shown.size(), 0, len - shown.size());
+        } catch (...) {
+            std::memset(argv[i], 0, len);  // out of memory: better an empty argument than a secret
+        }
+    }
+}
+
+std::string read_source_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        const int e = errno;
+        throw gguf::Error(gguf::Code::Io, "--source-file " + path + ": " + std::strerror(e), e);
+    }
+    std::string text;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int e = errno;
+            ::close(fd);
+            throw gguf::Error(gguf::Code::Io, "--source-file " + path + ": " + std::strerror(e), e);
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > kMaxSourceFileBytes) {
+            ::close(fd);
+            throw gguf::Error(gguf::Code::BadArgument, "--source-file " + path + ": larger than 64 KiB (it holds one "
+                                                                                 "SOURCE on its first line)");
+        }
+    }
+    ::close(fd);
+    std::string line = text.substr(0, text.find('\n'));
+    const size_t b = line.find_first_not_of(" \t\r");
+    const size_t e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) {
+        throw gguf::Error(gguf::Code::BadArgument, "--source-file " + path + ": empty (its first line must be the SOURCE)");
+    }
+    return line.substr(b, e - b + 1);
+}
+
+std::vector<std::string> source_and_positionals(const cxxopts::ParseResult& parsed,
+                                                const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    if (parsed.count("source-file")) out.push_back(read_source_file(parsed["source-file"].as<std::string>()));
+    for (const std::string& n : names) {
+        if (parsed.count(n)) out.push_back(parsed[n].as<std::string>());
+    }
+    return out;
+}
 
 void add_remote_options(cxxopts::Options& options, const std::string& prefix) {
     // clang-format off
     options.add_options()
+        ("source-file", "read SOURCE from the first line of FILE instead of the command line (a URL with "
+                        "credentials or a signed query: kept out of `ps`)", cxxopts::value<std::string>(), "FILE")
         ("cache-dir", prefix + "block cache directory (default: $CACHE_DIRECTORY as systemd sets it, else "
                       "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount)", cxxopts::value<std::string>())
         ("net-timeout", prefix + "seconds before a connection attempt or a stalled transfer fails",

@@ -468,6 +468,24 @@ int BlockCache::commit(const std::string& key, uint64_t block, const std::string
     }
 }
 
+void BlockCache::remove(const std::string& key, uint64_t block) noexcept {
+    try {
+        Dir od = object_dir(key, false);
+        if (!od) return;
+        const std::string name = block_name(block);
+        struct stat st {};
+        if (::fstatat(od.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            ::unlinkat(od.fd(), name.c_str(), 0) == 0) {
+            const uint64_t n = static_cast<uint64_t>(st.st_size);
+            uint64_t was = used_.load();
+            while (!used_.compare_exchange_weak(was, was > n ? was - n : 0)) {
+            }
+        }
+    } catch (...) {
+        // out of memory for the name: the block stays (a later check fails again)
+    }
+}
+
 ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) const noexcept {
     int fd = -1;
     try {

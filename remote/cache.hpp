@@ -141,6 +141,11 @@ public:
     /// evict_if_over() (after it stopped pointing readers at `tmp`). Never throws.
     int commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept;
 
+    /// Removes block `block` of object `key` (a version whose bytes failed their check, e.g. a
+    /// sha256 mismatch): readers that have it open keep reading their copy, later reads miss.
+    /// Never throws.
+    void remove(const std::string& key, uint64_t block) noexcept;
+
     /// Evicts least recently used blocks not being read when the cache is over its bound (down
     /// to 90 % of it). Never throws.
     void evict_if_over() noexcept;

@@ -1,5 +1,6 @@
-#include "remote/index.hpp"
 #include "remote/catalog.hpp"
+#include "remote/bounds.hpp"
+#include "remote/index.hpp"
 #include "remote/hub.hpp"
 #include "remote/hub_listing.hpp"
 #include "remote/url_parts.hpp"
@@ -47,7 +48,7 @@ void require_hub_first_shard(const std::string& source, const HubSource& hub) {
 
 }  // namespace
 
-std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
+std::string remote_source_url(const std::string& source, RemoteOptions* ro, std::map<std::string, std::string>* sha256s) {
     if (is_http_url(source)) return source;
     if (source.rfind("hf://", 0) != 0) return "";
     HubSetup hub = hub_setup(source, &ro->http);
@@ -56,6 +57,19 @@ std::string remote_source_url(const std::string& source, RemoteOptions* ro) {
     HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
     const std::string commit = listing.fetch_commit();
     spdlog::debug("{}: revision {} is commit {}", source, hub.source.revision, commit);
+    if (sha256s) {
+        // The shards' lfs.oid: the tree of their folder at the commit.
+        HubSource folder = hub.source;
+        const size_t slash = folder.path.rfind('/');
+        folder.path = slash == std::string::npos ? "" : folder.path.substr(0, slash);
+        folder.revision = commit;
+        folder.revision_given = true;
+        HubListing tree(context, folder, hub.endpoint, hub.token_source);
+        for (const auto& item : tree.list("")) {
+            auto file = std::dynamic_pointer_cast<const RemoteSource>(item.part.source);
+            if (file && !file->sha256().empty()) (*sha256s)[file->display_name()] = file->sha256();
+        }
+    }
     return hub_resolve_url(hub.endpoint, hub.source, commit, hub.source.path);
 }
 
@@ -80,6 +94,8 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
     std::map<std::string, std::shared_ptr<RemoteSource>> opened;
     opened[shown] = RemoteSource::open(context, real_url(shown));
+    if (std::string why = size_problem(opened[shown]->size()); !why.empty())
+        throw gguf::Error(gguf::Code::Io, shown + ": " + why, EFBIG);
     // Then the other shards' headers, several at a time; failures are reported by
     // SplitSet::open in shard order (a missing shard, or the HTTP message).
     std::vector<std::string> shown_urls, real_urls;
@@ -91,7 +107,9 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     std::map<std::string, std::string> failed;
     for (size_t k = 0; k < shown_urls.size(); ++k) {
         const Opened& o = got[real_urls[k]];
-        if (o.source) {
+        if (o.source && !size_problem(o.source->size()).empty()) {
+            failed[shown_urls[k]] = shown_urls[k] + ": " + size_problem(o.source->size());
+        } else if (o.source) {
             opened[shown_urls[k]] = o.source;
         } else {
             failed[shown_urls[k]] = o.sys_errno == ENOENT ? "" : o.error;  // "": a missing shard

@@ -2,6 +2,7 @@
 // catalog never learns HTTP: this builds a gguf::Catalog whose parts are RemoteSources.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -30,7 +31,11 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
 /// one line naming the source and what to give instead). With `ro->offline` the commit comes
 /// from the cache (HubListing::fetch_commit).
 /// Throws gguf::Error as hub_setup and HubListing::fetch_commit do (one line, no token).
-std::string remote_source_url(const std::string& source, RemoteOptions* ro);
+/// With `sha256s`, an hf:// source also has its folder's tree listed at that commit, and
+/// (*sha256s)[shown resolve URL] = lfs.oid for each LFS file of it (the shards' expected
+/// content sha256, RemoteSource::verify_sha256); nothing is added for other sources.
+std::string remote_source_url(const std::string& source, RemoteOptions* ro,
+                              std::map<std::string, std::string>* sha256s = nullptr);
 
 /// The validated split set behind remote_set_catalog (shards named by their shown URLs, each
 /// with one part whose `source` is a RemoteSource). Also what `merge URL OUT` plans from.

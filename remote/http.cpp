@@ -1,6 +1,8 @@
 #include "remote/http.hpp"
 
+#include "remote/hub.hpp"
 #include "remote/index.hpp"
+#include "remote/token.hpp"
 #include "remote/url_parts.hpp"
 
 #include <curl/curl.h>
@@ -62,6 +64,7 @@ struct HttpClient::Attempt {
     bool checked = false;     // status and Content-Range of the answer looked at
     std::string refused;      // why the body was refused (Range ignored, wrong range)
     std::string content_range, etag, last_modified, retry_after, content_length, link;
+    std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
     uint64_t total = 0;
     std::chrono::steady_clock::time_point last_data = std::chrono::steady_clock::now();
     std::chrono::seconds stall_limit{30};
@@ -90,6 +93,8 @@ struct HttpClient::Attempt {
             a->retry_after.clear();
             a->content_length.clear();
             a->link.clear();
+            a->error_code.clear();
+            a->error_message.clear();
             return size * n;
         }
         size_t colon = line.find(':');
@@ -102,6 +107,8 @@ struct HttpClient::Attempt {
         else if (name == "retry-after") a->retry_after = value;
         else if (name == "content-length") a->content_length = value;
         else if (name == "link") a->link = a->link.empty() ? value : a->link + ", " + value;
+        else if (name == "x-error-code") a->error_code = value.substr(0, 64);
+        else if (name == "x-error-message") a->error_message = value.substr(0, 512);
         return size * n;
     }
 
@@ -230,8 +237,9 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     // The token only for its origin; a redirect elsewhere does not carry it (libcurl >= 7.83).
     struct curl_slist* headers = nullptr;
     std::string auth;
-    if (!options_.bearer_token.empty() && same_origin(url, options_.bearer_origin)) {
-        auth = "Authorization: Bearer " + options_.bearer_token;
+    const std::string token = options_.bearer_supply ? options_.bearer_supply->current() : options_.bearer_token;
+    if (!token.empty() && same_origin(url, options_.bearer_origin)) {
+        auth = "Authorization: Bearer " + token;
         headers = curl_slist_append(headers, auth.c_str());
         if (!headers) throw HttpError(url_for_message(url) + ": out of memory", ENOMEM, 0, false);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
@@ -281,9 +289,18 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
                                          : "server error (HTTP " + std::to_string(status) + ")";
         throw HttpError(name + ": " + what, EIO, status, true);
     }
+    // An answer with X-Error-Code is the Hub's (or a mirror's): described in its words
+    // (remote/hub.hpp); any other server's refusal is not.
+    if ((status == 401 || status == 403 || status == 404 || status == 410) && !a.error_code.empty()) {
+        char* answered = nullptr;
+        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &answered);
+        const std::string at = answered ? answered : url;
+        throw HttpError(describe_hub_error(status, a.error_code, a.error_message, at, !auth.empty() && same_origin(at, url)),
+                        status == 401 || status == 403 ? EACCES : ENOENT, status, false, a.error_code);
+    }
     if (status == 401 || status == 403) {
         throw HttpError(name + ": access denied (HTTP " + std::to_string(status) +
-                            "): the file is private or gated, or the credentials are wrong",
+                            "): the server refuses this file (missing or wrong credentials?)",
                         EACCES, status, false);
     }
     if (status == 404 || status == 410) {
@@ -347,6 +364,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
 ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
     const auto deadline = std::chrono::steady_clock::now() + options_.net_timeout;
     auto delay = options_.backoff;
+    bool token_reread = false;
     for (unsigned attempt = 1;; ++attempt) {
         void* h = acquire();
         long retry_after = -1;
@@ -356,10 +374,18 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
             return info;
         } catch (const HttpError& e) {
             release(h);
+            // A refused token may have been rotated: re-read it once and ask again.
+            if (e.status() == 401 && !token_reread && options_.bearer_supply && same_origin(url, options_.bearer_origin)) {
+                token_reread = true;
+                if (options_.bearer_supply->refresh()) {
+                    --attempt;
+                    continue;
+                }
+            }
             auto wait = retry_after > 0 ? std::chrono::milliseconds(retry_after * 1000) : delay;
             if (!e.retryable() || attempt >= options_.attempts || std::chrono::steady_clock::now() + wait > deadline) {
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
-                throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable());
+                throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
             }
             std::this_thread::sleep_for(wait);
             delay *= 2;

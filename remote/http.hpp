@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace gguf_mount::remote {
+
+class TokenSupply;  // remote/token.hpp
 
 /// True for "http://..." and "https://..." (case-insensitive scheme).
 bool is_http_url(const std::string& s);
@@ -28,19 +31,26 @@ struct ObjectInfo {
 /// A failed request: one line naming the URL (url_for_message, remote/index.hpp: no credentials,
 /// query or fragment) and what a user can do about it.
 /// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
-/// 401/403); `status` the HTTP status (0 for transport errors).
+/// 401/403); `status` the HTTP status (0 for transport errors); `hub_code` the answer's
+/// X-Error-Code header (the Hub's error kind: "GatedRepo", "RepoNotFound", ...; "" when absent).
 class HttpError : public std::runtime_error {
 public:
-    HttpError(const std::string& message, int sys_errno, long status, bool retryable)
-        : std::runtime_error(message), sys_errno_(sys_errno), status_(status), retryable_(retryable) {}
+    HttpError(const std::string& message, int sys_errno, long status, bool retryable, std::string hub_code = "")
+        : std::runtime_error(message),
+          sys_errno_(sys_errno),
+          status_(status),
+          retryable_(retryable),
+          hub_code_(std::move(hub_code)) {}
     int sys_errno() const noexcept { return sys_errno_; }
     long status() const noexcept { return status_; }
     bool retryable() const noexcept { return retryable_; }
+    const std::string& hub_code() const noexcept { return hub_code_; }
 
 private:
     int sys_errno_;
     long status_;
     bool retryable_;
+    std::string hub_code_;
 };
 
 /// Client settings (command line: --net-timeout, --ca-cert).
@@ -58,6 +68,10 @@ struct HttpOptions {
     /// Never logged, never part of a message or a cache key. "" for none.
     std::string bearer_token;
     std::string bearer_origin;  ///< URL of the origin that may receive bearer_token
+    /// When set, the token sent is bearer_supply->current() instead of bearer_token (a token
+    /// file rewritten while running is followed), and a 401 from bearer_origin re-reads it
+    /// once (TokenSupply::refresh); when the value changed, the request is sent again with it.
+    std::shared_ptr<TokenSupply> bearer_supply;
 };
 
 /// A thread-safe HTTP client: a pool of libcurl easy handles (each keeps its connections alive,

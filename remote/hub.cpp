@@ -9,11 +9,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf/error.hpp"
+#include "remote/bounds.hpp"
 #include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
@@ -85,6 +85,26 @@ std::string string_field(const nlohmann::json& obj, const char* key, const std::
     return it->get<std::string>();
 }
 
+/// Length of the "refs/pr/N" or "refs/convert/NAME" revision that `s` starts with, when one
+/// ends there or at a '/' (hf:// URIs may keep those slashes unencoded); 0 otherwise. One pass,
+/// no regex.
+size_t special_ref_length(std::string_view s) {
+    auto part_end = [&](size_t from, bool digits_only) {
+        size_t i = from;
+        while (i < s.size() && s[i] != '/') {
+            const auto c = static_cast<unsigned char>(s[i]);
+            const bool ok = digits_only ? std::isdigit(c) != 0
+                                        : (std::isalnum(c) != 0 || c == '_' || c == '.' || c == '-');
+            if (!ok) return size_t{0};
+            ++i;
+        }
+        return i > from ? i : size_t{0};
+    };
+    if (s.rfind("refs/pr/", 0) == 0) return part_end(8, true);
+    if (s.rfind("refs/convert/", 0) == 0) return part_end(13, false);
+    return 0;
+}
+
 }  // namespace
 
 HubSource parse_hub_source(const std::string& source) {
@@ -112,14 +132,8 @@ HubSource parse_hub_source(const std::string& source) {
         throw Error(Code::BadArgument, where + ": repo id longer than " + std::to_string(kMaxRepoIdLength) + " characters");
     if (!rest.empty() && rest[0] == '@') {
         rest = rest.substr(1);
-        static const std::regex special(R"(^refs/(?:convert/[A-Za-z0-9_.-]+|pr/[0-9]+)(?=/|$))");
-        std::smatch m;
-        std::string raw;
-        if (std::regex_search(rest, m, special)) {
-            raw = m[0].str();
-        } else {
-            raw = rest.substr(0, rest.find('/'));
-        }
+        std::string raw = special_ref_length(rest) > 0 ? rest.substr(0, special_ref_length(rest))
+                                                       : rest.substr(0, rest.find('/'));
         rest = rest.substr(raw.size());
         out.revision = percent_decode(raw, where);
         out.revision_given = true;
@@ -168,7 +182,7 @@ std::string hub_tree_url(const std::string& endpoint, const HubSource& source, c
                          const std::string& path) {
     std::string url = api_base(endpoint, source) + "/tree/" + url_quote(commit, false);
     if (!path.empty()) url += "/" + url_quote(path, false);
-    return url + "?recursive=true";
+    return url + "?recursive=true&expand=false&limit=" + std::to_string(kHubTreePageLimit);
 }
 
 bool hub_names_file(const HubSource& source) {
@@ -185,8 +199,8 @@ std::string hub_resolve_url(const std::string& endpoint, const HubSource& source
 
 std::string parse_hub_revision(std::string_view body, const std::string& url) {
     const std::string where = url_for_message(url);
-    auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw Error(Code::BadValue, where + ": revision answer is not a JSON object");
+    const nlohmann::json j = parse_json_bounded(body, where, "revision answer");
+    if (!j.is_object()) throw Error(Code::BadValue, where + ": revision answer is not a JSON object");
     std::string sha = lower(string_field(j, "sha", where));
     if ((sha.size() != 40 && sha.size() != 64) || !is_hex(sha))
         throw Error(Code::BadValue, where + ": \"sha\" \"" + sha + "\" is not a 40 or 64 digit hex commit id");
@@ -195,8 +209,7 @@ std::string parse_hub_revision(std::string_view body, const std::string& url) {
 
 std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::string& url) {
     const std::string where = url_for_message(url);
-    auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) throw Error(Code::BadValue, where + ": tree page is not valid JSON");
+    const nlohmann::json j = parse_json_bounded(body, where, "tree page");
     if (!j.is_array()) throw Error(Code::BadValue, where + ": tree page is not a JSON array");
     std::vector<HubTreeEntry> out;
     out.reserve(j.size());
@@ -209,7 +222,7 @@ std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::strin
         HubTreeEntry e;
         e.directory = type == "directory";
         e.path = string_field(item, "path", at);
-        at += " (\"" + e.path + "\")";
+        at += " (\"" + name_for_message(e.path) + "\")";
         if (!valid_repo_path(e.path) || e.path.front() == '/')
             throw Error(Code::BadValue, at + ": path has an empty, '.' or '..' segment");
         e.oid = string_field(item, "oid", at);
@@ -232,51 +245,242 @@ std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::strin
                                                 std::to_string(e.size));
             e.lfs = info;
         }
+        // Served names are path segments: one over NAME_MAX, or an absurd size, is a Problem.
+        for (size_t from = 0; e.problem.empty() && from <= e.path.size();) {
+            const size_t slash = std::min(e.path.find('/', from), e.path.size());
+            e.problem = name_problem(e.path.substr(from, slash - from));
+            from = slash + 1;
+        }
+        if (e.problem.empty() && !e.directory) e.problem = size_problem(e.size);
         out.push_back(std::move(e));
     }
     return out;
 }
 
-std::optional<std::string> parse_link_next(std::string_view header, const std::string& request_url) {
-    // Split into link-values at commas outside <...> and quotes.
-    std::vector<std::string> values;
-    std::string cur;
-    bool in_uri = false, in_quote = false;
-    for (char c : header) {
-        if (c == '<' && !in_quote) in_uri = true;
-        if (c == '>' && !in_quote) in_uri = false;
-        if (c == '"' && !in_uri) in_quote = !in_quote;
-        if (c == ',' && !in_uri && !in_quote) {
-            values.push_back(cur);
-            cur.clear();
-        } else {
-            cur += c;
+namespace {
+
+/// RFC 8288 link-values, scanned in one pass without regex, each field bounded
+/// (kMaxLinkHeaderBytes, kMaxLinkTargetBytes, kMaxLinkParamBytes).
+class LinkScanner {
+public:
+    LinkScanner(std::string_view header, const std::string& where) : s_(header), where_(where) {}
+
+    /// The next link-value's target and whether its rel holds "next"; false at the end.
+    bool next(std::string* target, bool* is_next) {
+        while (i_ < s_.size() && (blank(s_[i_]) || s_[i_] == ',')) ++i_;
+        if (i_ >= s_.size()) return false;
+        if (s_[i_] != '<') bad("a link does not start with '<'");
+        const size_t close = s_.find('>', i_ + 1);
+        if (close == std::string_view::npos) bad("a '<' without its '>'");
+        if (close - i_ - 1 > kMaxLinkTargetBytes)
+            bad("a link target of " + std::to_string(close - i_ - 1) + " bytes (limit " +
+                std::to_string(kMaxLinkTargetBytes) + ")");
+        target->assign(s_.substr(i_ + 1, close - i_ - 1));
+        i_ = close + 1;
+        *is_next = false;
+        while (true) {
+            skip_blanks();
+            if (i_ >= s_.size() || s_[i_] == ',') return true;
+            if (s_[i_] != ';') bad("text after a link target that is not a ';' parameter");
+            ++i_;
+            skip_blanks();
+            std::string name = lower(std::string(token("parameter name")));
+            skip_blanks();
+            std::string value;
+            if (i_ < s_.size() && s_[i_] == '=') {
+                ++i_;
+                skip_blanks();
+                value = i_ < s_.size() && s_[i_] == '"' ? quoted() : std::string(token("parameter value"));
+            }
+            if (name == "rel") *is_next = *is_next || has_word(lower(value), "next");
         }
     }
-    values.push_back(cur);
-    static const std::regex rel_param(R"re(;\s*rel\s*=\s*(?:"([^"]*)"|([^;\s,]+)))re", std::regex::icase);
-    for (const auto& v : values) {
-        size_t open = v.find('<'), close = v.find('>');
-        if (open == std::string::npos || close == std::string::npos || close < open) continue;
-        std::string target = v.substr(open + 1, close - open - 1);
-        std::string params = v.substr(close + 1);
-        std::smatch m;
-        if (!std::regex_search(params, m, rel_param)) continue;
-        std::string rels = lower(m[1].matched ? m[1].str() : m[2].str());
-        bool next = false;
+
+private:
+    static bool blank(char c) { return c == ' ' || c == '\t'; }
+    void skip_blanks() {
+        while (i_ < s_.size() && blank(s_[i_])) ++i_;
+    }
+    [[noreturn]] void bad(const std::string& why) const {
+        throw Error(Code::BadValue, where_ + ": malformed Link header: " + why);
+    }
+    void bound(size_t n) const {
+        if (n > kMaxLinkParamBytes)
+            bad("a parameter longer than " + std::to_string(kMaxLinkParamBytes) + " bytes");
+    }
+    /// An RFC 9110 token (the characters a parameter name or bare value may hold).
+    std::string_view token(const char* what) {
+        const size_t from = i_;
+        while (i_ < s_.size() && !blank(s_[i_]) && s_[i_] != ';' && s_[i_] != ',' && s_[i_] != '=' &&
+               s_[i_] != '"' && static_cast<unsigned char>(s_[i_]) > 0x20) {
+            ++i_;
+            bound(i_ - from);
+        }
+        if (i_ == from && std::string_view(what) == "parameter name") bad("an empty parameter name");
+        return s_.substr(from, i_ - from);
+    }
+    /// A quoted-string at i_ (backslash escapes), without its quotes.
+    std::string quoted() {
+        std::string out;
+        for (++i_; i_ < s_.size(); ++i_) {
+            char c = s_[i_];
+            if (c == '"') {
+                ++i_;
+                return out;
+            }
+            if (c == '\\' && i_ + 1 < s_.size()) c = s_[++i_];
+            out += c;
+            bound(out.size());
+        }
+        bad("a quoted parameter without its closing '\"'");
+    }
+    static bool has_word(const std::string& words, std::string_view word) {
         size_t p = 0;
-        while (p < rels.size()) {
-            size_t q = rels.find(' ', p);
-            if (rels.substr(p, q == std::string::npos ? std::string::npos : q - p) == "next") next = true;
-            if (q == std::string::npos) break;
+        while (p <= words.size()) {
+            size_t q = words.find_first_of(" \t", p);
+            if (q == std::string::npos) q = words.size();
+            if (std::string_view(words).substr(p, q - p) == word) return true;
             p = q + 1;
         }
-        if (!next) continue;
+        return false;
+    }
+
+    std::string_view s_;
+    const std::string& where_;
+    size_t i_ = 0;
+};
+
+}  // namespace
+
+std::optional<std::string> parse_link_next(std::string_view header, const std::string& request_url) {
+    const std::string where = url_for_message(request_url);
+    if (header.size() > kMaxLinkHeaderBytes)
+        throw Error(Code::BadValue, where + ": Link header of " + std::to_string(header.size()) +
+                                        " bytes is longer than the limit of " + std::to_string(kMaxLinkHeaderBytes) +
+                                        " bytes");
+    LinkScanner scan(header, where);
+    std::string target;
+    bool is_next = false;
+    while (scan.next(&target, &is_next)) {
+        if (!is_next) continue;
         auto resolved = parse_url(target, request_url);
-        if (!resolved || (resolved->scheme != "http" && resolved->scheme != "https")) return std::nullopt;
+        if (!resolved || (resolved->scheme != "http" && resolved->scheme != "https"))
+            throw Error(Code::BadValue, where + ": the Link header's next page is not an http(s) URL");
         return resolved->url;
     }
     return std::nullopt;
+}
+
+namespace {
+
+/// `s` percent-decoded (libcurl); `s` itself when it cannot be.
+std::string decoded(const std::string& s) {
+    int len = 0;
+    char* raw = curl_easy_unescape(nullptr, s.c_str(), static_cast<int>(s.size()), &len);
+    if (raw == nullptr) return s;
+    std::string out(raw, static_cast<size_t>(len));
+    curl_free(raw);
+    return out;
+}
+
+/// What an API or resolve URL of the Hub names: the repo page, repo id, revision and path.
+struct HubUrlNames {
+    std::string page;      // ENDPOINT/ORG/REPO ("" when the URL is neither kind)
+    std::string repo_id;   // ORG/REPO
+    std::string revision;  // decoded
+    std::string path;      // decoded, "" for none
+};
+
+/// Reads {endpoint}/api/models/ORG/REPO/{revision,tree}/REV[/PATH] and
+/// {endpoint}/ORG/REPO/resolve/REV/PATH (the endpoint may have a path prefix: a mirror).
+HubUrlNames hub_url_names(const std::string& url) {
+    HubUrlNames out;
+    auto parts = parse_url(url);
+    if (!parts) return out;
+    std::vector<std::string> segs;
+    for (size_t from = 1; from <= parts->path.size();) {
+        size_t slash = std::min(parts->path.find('/', from), parts->path.size());
+        segs.push_back(parts->path.substr(from, slash - from));
+        from = slash + 1;
+    }
+    const std::string origin = parts->scheme + "://" + parts->host +
+                               ((parts->scheme == "https" && parts->port == "443") ||
+                                        (parts->scheme == "http" && parts->port == "80")
+                                    ? std::string()
+                                    : ":" + parts->port);
+    auto prefix = [&](size_t n) {
+        std::string p;
+        for (size_t k = 0; k < n; ++k) p += "/" + segs[k];
+        return p;
+    };
+    auto rest = [&](size_t from) {
+        std::string p;
+        for (size_t k = from; k < segs.size(); ++k) p += (p.empty() ? "" : "/") + decoded(segs[k]);
+        return p;
+    };
+    for (size_t k = 0; k + 3 < segs.size(); ++k) {
+        if (segs[k] == "api" && k + 4 < segs.size() && segs[k + 1] == "models" &&
+            (segs[k + 4] == "revision" || segs[k + 4] == "tree")) {
+            out.page = origin + prefix(k) + "/" + segs[k + 2] + "/" + segs[k + 3];
+            out.repo_id = decoded(segs[k + 2]) + "/" + decoded(segs[k + 3]);
+            if (k + 5 < segs.size()) out.revision = decoded(segs[k + 5]);
+            out.path = k + 6 < segs.size() ? rest(k + 6) : "";
+            return out;
+        }
+        if (segs[k + 2] == "resolve" && k + 3 < segs.size()) {
+            out.page = origin + prefix(k) + "/" + segs[k] + "/" + segs[k + 1];
+            out.repo_id = decoded(segs[k]) + "/" + decoded(segs[k + 1]);
+            out.revision = decoded(segs[k + 3]);
+            out.path = rest(k + 4);
+            return out;
+        }
+    }
+    return out;
+}
+
+/// Server text for a message: control characters dropped, at most 200 bytes.
+std::string server_text(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) out += c;
+        if (out.size() >= 200) {
+            out += "...";
+            break;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string describe_hub_error(long status, const std::string& code, const std::string& hub_message,
+                               const std::string& url, bool token_sent) {
+    static const std::string kGive = "HF_TOKEN=..., HF_TOKEN_PATH=FILE or `hf auth login`";
+    const std::string where = url_for_message(url);
+    const HubUrlNames n = hub_url_names(url);
+    const std::string repo = n.repo_id.empty() ? std::string("the repository") : "repository " + n.repo_id;
+    const std::string http = " (HTTP " + std::to_string(status) + ", " + server_text(code) + ")";
+    if (code == "GatedRepo") {
+        const std::string page = n.page.empty() ? std::string("its page on the Hub") : n.page;
+        return where + ": " + repo + " is gated" + http + ": request access on " + page +
+               (token_sent ? ", then use a token of the account that was granted it (" + kGive + ")"
+                           : ", then give a token of the account that was granted it (" + kGive + ")");
+    }
+    if (code == "RepoNotFound") {
+        return where + ": " + repo +
+               (token_sent ? " not found, or the token has no access to it" : " not found (or private: give a token, " +
+                                                                                   kGive + ")") +
+               http;
+    }
+    if (code == "RevisionNotFound") {
+        return where + ": revision \"" + server_text(n.revision) + "\" not found in " + repo + http;
+    }
+    if (code == "EntryNotFound") {
+        return where + ": \"" + server_text(n.path) + "\" not found in " + repo +
+               (n.revision.empty() ? std::string() : " at revision " + server_text(n.revision)) + http;
+    }
+    const std::string said = server_text(hub_message);
+    return where + ": HTTP " + std::to_string(status) + " " + server_text(code) + (said.empty() ? "" : ": " + said);
 }
 
 namespace {

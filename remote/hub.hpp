@@ -77,8 +77,12 @@ std::string hub_endpoint(const EnvLookup& env = process_env);
 /// `GET` this to pin a revision: {endpoint}/api/models/ORG/REPO/revision/{revision, '/' as %2F}.
 std::string hub_revision_url(const std::string& endpoint, const HubSource& source, const std::string& revision);
 
+/// Entries asked for per tree page (the `limit` parameter; the Hub's largest page is 1,000).
+inline constexpr size_t kHubTreePageLimit = 1000;
+
 /// First page of the recursive listing of `path` ("" = repo root) at `commit`:
-/// {endpoint}/api/models/ORG/REPO/tree/{commit}[/{path, '/' as %2F}]?recursive=true.
+/// {endpoint}/api/models/ORG/REPO/tree/{commit}[/{path, '/' as %2F}]?recursive=true&expand=false&limit=1000
+/// (expand=false: no last-commit or security fields, which cost the Hub time per entry).
 std::string hub_tree_url(const std::string& endpoint, const HubSource& source, const std::string& commit,
                          const std::string& path);
 
@@ -106,19 +110,46 @@ struct HubTreeEntry {
     std::string oid;                 // git blob (file) or tree (directory) id
     std::optional<HubLfsInfo> lfs;   // set for LFS-stored files; then lfs->size == size
     std::string xet_hash;            // "xetHash" when the Hub gives it, else ""
+    /// Non-empty: why the entry cannot be served (remote/bounds.hpp: a path segment over 255
+    /// bytes, a size above 1 PiB); the listing shows a Problem instead, and requests nothing.
+    std::string problem;
 };
 
 /// One tree page: a JSON array of entries. Files need "path" (string), "size" (unsigned) and
 /// "oid" (string); directories "path" and "oid"; "lfs" when present needs "oid" (64 hex, an
 /// optional "sha256:" prefix dropped) and "size" equal to the entry's size. Paths must be
-/// relative without empty, "." or ".." segments. Entries of other types are skipped. Throws
-/// gguf::Error(Code::BadValue) naming `url` (without query), the entry index and the field.
+/// relative without empty, "." or ".." segments. Entries of other types are skipped. Parsed with
+/// parse_json_bounded (at most 64 levels, 2,000,000 values). Throws gguf::Error(Code::BadValue)
+/// naming `url` (without query), the entry index and the field.
 std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::string& url);
 
+/// Bounds of the Link header scanner (parse_link_next).
+inline constexpr size_t kMaxLinkHeaderBytes = 64 * 1024;  ///< the whole header (all Link lines)
+inline constexpr size_t kMaxLinkTargetBytes = 8 * 1024;   ///< one <URI>
+inline constexpr size_t kMaxLinkParamBytes = 1024;        ///< one parameter name or value
+
 /// The rel="next" target of an HTTP Link header (RFC 8288: `<URI>; rel="next"`, several links
-/// separated by commas, rel may be unquoted or a space-separated list), resolved against
-/// `request_url` when relative; nullopt when the header has no next link or it is not a URL.
+/// separated by commas, rel may be quoted or not and a space-separated list), resolved against
+/// `request_url` when relative, else kept byte for byte (an opaque cursor is never re-encoded);
+/// nullopt when the header has no next link. Scanned in one pass, without regex. Throws
+/// gguf::Error(Code::BadValue) naming `request_url` (without query) when the header is over
+/// kMaxLinkHeaderBytes, a target over kMaxLinkTargetBytes, a parameter over kMaxLinkParamBytes,
+/// the header is not link-values, or the next target is not an http(s) URL: a pagination that
+/// cannot be followed must not pass for a complete listing.
 std::optional<std::string> parse_link_next(std::string_view link_header, const std::string& request_url);
+
+/// The one line for an error answer of the Hub, from its X-Error-Code `code` (huggingface_hub
+/// utils/_http.py hf_raise_for_status: GatedRepo, RepoNotFound, RevisionNotFound,
+/// EntryNotFound) and X-Error-Message `hub_message`, to a request for `url` (an API or resolve
+/// URL: repo, revision and path are read from it). `token_sent` tells whether the request
+/// carried a token. GatedRepo: the repo is gated, access is requested on its page
+/// ENDPOINT/ORG/REPO, and a token is given with HF_TOKEN, HF_TOKEN_PATH or `hf auth login`;
+/// RepoNotFound: "not found (or private: give a token ...)" without a token, never "gated";
+/// RevisionNotFound and EntryNotFound name the revision or the path. Other codes: the status,
+/// the code and the Hub's message (control characters dropped, at most 200 bytes). The line
+/// starts with `url` without query. Pure.
+std::string describe_hub_error(long status, const std::string& code, const std::string& hub_message,
+                               const std::string& url, bool token_sent);
 
 /// Where the token came from: "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" or the token file's path.
 /// The value is never part of messages.

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
+#include "remote/bounds.hpp"
+#include "remote/token.hpp"
 #include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
@@ -40,6 +42,7 @@ HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLo
     if (auto token = find_hub_token(env)) {
         http->bearer_token = token->value;
         http->bearer_origin = out.endpoint;
+        http->bearer_supply = std::make_shared<TokenSupply>(*token, env);
         out.token_source = token->source;
     }
     return out;
@@ -59,12 +62,22 @@ std::string HubListing::root() const {
 void HubListing::fail(const HttpError& e, const std::string& what, const std::string& commit) const {
     const std::string shown = display(source_, source_.revision_given ? source_.revision : "");
     const long status = e.status();
+    const std::string& code = e.hub_code();
+    // A later tree page that fails says which page: the source's path was found (page 1 came).
+    if (what != "revision" && what != "tree")
+        throw gguf::Error(gguf::Code::Io, shown + ": " + e.what() + " (" + what + ")", e.sys_errno());
+    if (!code.empty() && code != "EntryNotFound") {
+        // The Hub said what is wrong (http.cpp describe_hub_error: gated, not found, revision).
+        throw gguf::Error(gguf::Code::Io, shown + ": " + e.what(), e.sys_errno());
+    }
     if (status == 401 || status == 403) {
         if (token_source_.empty()) {
             throw gguf::Error(gguf::Code::Io,
-                              shown + ": the repository is gated or private (HTTP " + std::to_string(status) +
-                                  "): give a Hugging Face token with HF_TOKEN=... or `huggingface-cli login` "
-                                  "(writes $HF_HOME/token), after accepting the repo's terms on the Hub if it is gated",
+                              shown + ": access refused (HTTP " + std::to_string(status) +
+                                  "): the repository is private or gated, or does not exist: give a Hugging Face "
+                                  "token with HF_TOKEN=..., HF_TOKEN_PATH=FILE or `hf auth login` (writes "
+                                  "$HF_HOME/token); for a gated repo, request access on " +
+                                  endpoint_ + "/" + source_.repo_id() + " first",
                               EACCES);
         }
         throw gguf::Error(gguf::Code::Io,
@@ -117,9 +130,9 @@ std::string HubListing::pin() {
     if (context_->options().offline) {
         const std::string shown = display(source_, source_.revision_given ? source_.revision : "");
         auto text = context_->cache().load_listing(record);
-        auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
         try {
-            if (!text || j.is_discarded()) throw std::runtime_error("absent");
+            if (!text) throw std::runtime_error("absent");
+            const nlohmann::json j = parse_json_bounded(*text, "cache record of " + shown, "record");
             commit = j.at("commit").get<std::string>();
             entries = parse_hub_tree(j.at("tree").dump(), "cache record of " + shown);
         } catch (const std::exception&) {
@@ -127,7 +140,15 @@ std::string HubListing::pin() {
                               shown + ": not in the cache (--offline): mount it once online with the same cache", ENOENT);
         }
     } else {
-        commit = fetch_tree(&entries);
+        try {
+            commit = fetch_tree(&entries);
+        } catch (const std::bad_alloc&) {
+            throw gguf::Error(gguf::Code::Io,
+                              display(source_, source_.revision_given ? source_.revision : "") +
+                                  ": out of memory while listing the tree at " +
+                                  url_for_message(hub_tree_url(endpoint_, source_, "COMMIT", source_.path)),
+                              ENOMEM);
+        }
         nlohmann::json tree = nlohmann::json::array();
         for (const auto& e : entries) {
             nlohmann::json item = {{"type", e.directory ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid},
@@ -146,7 +167,12 @@ std::string HubListing::fetch_commit() {
     const std::string record = "hub-commit\n" + endpoint_ + "\n" + source_.repo_id() + "\n" + source_.revision;
     if (context_->options().offline) {
         auto text = context_->cache().load_listing(record);
-        auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+        nlohmann::json j;
+        try {
+            if (text) j = parse_json_bounded(*text, "cache record", "record");
+        } catch (const gguf::Error&) {
+            // an unreadable record is no record
+        }
         if (j.is_object() && j.contains("commit") && j["commit"].is_string()) return j["commit"].get<std::string>();
         throw gguf::Error(gguf::Code::Io,
                           display(source_, source_.revision_given ? source_.revision : "") +
@@ -169,24 +195,49 @@ std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
     HttpClient& http = context_->http();
     std::string content_type, final_url, link;
     const std::string commit = fetch_commit();
-    // The tree at the commit, every page.
+    const std::string shown = display(source_, commit);
+    // The tree at the commit, page by page, each page bounded before it is kept: at most
+    // kMaxHubTreePages pages, and no entry past kMaxListedNames + 1 (the one more lets the
+    // catalog say the listing was cut).
     std::vector<HubTreeEntry> entries;
     std::set<std::string> seen_pages;
-    std::optional<std::string> next = hub_tree_url(endpoint_, source_, commit, source_.path);
+    const std::string first = hub_tree_url(endpoint_, source_, commit, source_.path);
+    std::optional<std::string> next = first;
     size_t pages = 0;
     while (next) {
-        if (!seen_pages.insert(*next).second || pages >= kMaxHubTreePages) {
+        if (!seen_pages.insert(*next).second)
             throw gguf::Error(gguf::Code::BadValue, url_for_message(*next) + ": tree pages loop (a next link seen before)");
+        if (pages >= kMaxHubTreePages)
+            throw gguf::Error(gguf::Code::BadValue, shown + ": the tree has more than " +
+                                                        std::to_string(kMaxHubTreePages) +
+                                                        " pages (the limit); not listed");
+        // Next pages only from the endpoint's own scheme, host and port: a page must not send
+        // the listing (and its requests) elsewhere.
+        if (!same_origin(*next, endpoint_)) {
+            auto other = parse_url(*next);
+            throw gguf::Error(gguf::Code::BadValue,
+                              url_for_message(final_url) + ": the tree's next page is on another host (" +
+                                  (other ? other->scheme + "://" + other->host + ":" + other->port : *next) +
+                                  ", not the endpoint " + endpoint_ + "); refused, nothing requested there");
         }
         std::string body;
         try {
             body = http.get_page(*next, &content_type, &final_url, &link);
         } catch (const HttpError& e) {
-            fail(e, "tree", commit);
+            fail(e, pages == 0 ? "tree" : "tree page " + std::to_string(pages + 1), commit);
         }
         ++pages;
-        auto page = parse_hub_tree(body, *next);
-        entries.insert(entries.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
+        std::vector<HubTreeEntry> page = parse_hub_tree(body, *next);
+        body = std::string();  // the page's text is not kept while the next one is fetched
+        const size_t room = kMaxListedNames + 1 - entries.size();
+        const bool cut = page.size() >= room;
+        entries.insert(entries.end(), std::make_move_iterator(page.begin()),
+                       std::make_move_iterator(page.begin() + static_cast<std::ptrdiff_t>(std::min(room, page.size()))));
+        if (cut) {
+            spdlog::warn("{}: the tree has more than {} entries (the model-directory limit); the rest is not listed",
+                         shown, kMaxListedNames);
+            break;
+        }
         next = parse_link_next(link, final_url);
     }
     pages_ = pages;
@@ -207,13 +258,22 @@ void HubListing::build(const std::string& commit, const std::vector<HubTreeEntry
         Item item;
         item.name = leaf;
         item.directory = e.directory;
+        if (!e.problem.empty()) {
+            // Not an entry: a Problem under its directory, named so a message stays readable.
+            item.name = name_for_message(leaf);
+            item.directory = false;
+            item.error = "hf://" + source_.repo_id() + "@" + commit + "/" + name_for_message(e.path) + ": " + e.problem;
+            dirs[parent_of(rel)].push_back(std::move(item));
+            continue;
+        }
         if (e.directory) {
             dirs[rel];
         } else {
             ObjectInfo info;
             info.size = e.size;
             info.validator = e.lfs ? e.lfs->sha256 : "git:" + e.oid;
-            auto src = RemoteSource::open_known(context_, hub_resolve_url(endpoint_, source_, commit, e.path), info);
+            auto src = RemoteSource::open_known(context_, hub_resolve_url(endpoint_, source_, commit, e.path), info,
+                                                e.lfs ? e.lfs->sha256 : std::string());
             item.part = src->part();
         }
         dirs[parent_of(rel)].push_back(std::move(item));

@@ -26,7 +26,9 @@ public:
                std::string token_source);
 
     /// Pins the revision (GET .../revision/REV -> "sha") and lists the tree of the source's
-    /// PATH at that commit, once per HubListing (later calls return the same commit: a push
+    /// PATH at that commit (every Link rel="next" page, each on the endpoint's own scheme, host
+    /// and port, at most kMaxHubTreePages; entries past kMaxListedNames are not kept, and the
+    /// cut is logged once and left to the catalog's limit), once per HubListing (later calls return the same commit: a push
     /// during a mount never mixes files of two commits). Returns the commit (hex). Throws
     /// gguf::Error with one line naming the source: Code::BadArgument with ENOTDIR when PATH is
     /// a file (README.md, a single-file model: one HEAD of its resolve URL tells), Code::Io with EACCES for 401/403 (the repo
@@ -42,8 +44,10 @@ public:
     std::string fetch_commit();
 
     /// Entries of `path` (relative to the source's PATH): from the pinned tree; files are
-    /// RemoteSource::open_known of hub_resolve_url (no request), validator = lfs.oid (sha256)
-    /// for LFS files, else "git:" + the blob oid. Names starting with '.' are left out.
+    /// RemoteSource::open_known of hub_resolve_url (no request), validator and sha256() = lfs.oid
+    /// for LFS files, else "git:" + the blob oid. Names starting with '.' are left out. An
+    /// entry with HubTreeEntry::problem (a name over 255 bytes, a size above 1 PiB) is an Item
+    /// with that error (a Problem of the catalog), named by its path cut for messages.
     std::vector<Item> list(const std::string& path) override;
 
     /// "hf://ORG/REPO@COMMIT[/PATH]" once pinned, else the source as given.
@@ -83,11 +87,14 @@ struct HubSetup {
 
 /// Parses `source_arg` (parse_hub_source), reads HF_ENDPOINT (hub_endpoint) and the token
 /// (find_hub_token), and puts the token into `http` (bearer_token, bearer_origin = the
-/// endpoint: never sent elsewhere). Throws gguf::Error as those do (one line, no token value).
+/// endpoint: never sent elsewhere, and bearer_supply: a TokenSupply that follows a token file
+/// rewritten while running, remote/token.hpp). Throws gguf::Error as those do (one line, no
+/// token value).
 HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLookup& env = process_env);
 
-/// Upper bound on tree pages followed (a server whose next links loop is refused, not followed
-/// forever): 100,000 pages of the Hub's 1,000 entries.
-inline constexpr size_t kMaxHubTreePages = 100000;
+/// Upper bound on tree pages followed for one listing (a server whose next links never end is
+/// refused, not followed forever): 100,000 entries (kMaxListedNames) at 100 a page; the Hub
+/// sends up to 1,000 a page (kHubTreePageLimit).
+inline constexpr size_t kMaxHubTreePages = 1000;
 
 }  // namespace gguf_mount::remote

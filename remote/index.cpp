@@ -5,14 +5,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <limits>
 #include <memory>
-#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf/error.hpp"
+#include "remote/bounds.hpp"
 #include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
@@ -30,11 +31,9 @@ struct ParserFree {
     void operator()(htmlParserCtxt* c) const { htmlFreeParserCtxt(c); }
 };
 
-/// True for a string that can name one entry of a directory.
-bool valid_entry_name(const std::string& name) {
-    return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-           name.find('\0') == std::string::npos;
-}
+/// False for the names a listing holds that are no entry at all: "", "." and ".." (the page's
+/// own and parent links).
+bool names_an_entry(const std::string& name) { return !name.empty() && name != "." && name != ".."; }
 
 std::string lower(std::string_view s) {
     std::string out(s);
@@ -49,6 +48,11 @@ std::string attribute(xmlNode* node, const char* name) {
     xmlFree(v);
     return out;
 }
+
+/// Longest text after a link that can hold nginx's date and size: nginx pads the name to 50
+/// columns, then writes 17 bytes of date and the size right-aligned in 20 (about 90 bytes). A
+/// longer text (a hostile run of blanks) gives no size; nothing past this is copied or scanned.
+constexpr size_t kMaxSizeLine = 160;
 
 /// What the page walk collects: every link, with the text node that follows it when the link
 /// sits in nginx's layout, and whether the page has features nginx's autoindex never emits.
@@ -86,8 +90,11 @@ void scan(xmlNode* root, PageScan& page) {
             if (is_element(n, "a") && xmlHasProp(n, reinterpret_cast<const xmlChar*>("href")) != nullptr) {
                 Link link{attribute(n, "href"), ""};
                 if (!link.href.empty() && link.href[0] == '?') page.foreign_layout = true;
-                if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr)
-                    link.text_after = reinterpret_cast<const char*>(n->next->content);
+                if (on_nginx_line(n) && n->next != nullptr && n->next->type == XML_TEXT_NODE && n->next->content != nullptr) {
+                    // At most one byte more than a size line can be (nginx_size refuses it then).
+                    const char* text = reinterpret_cast<const char*>(n->next->content);
+                    link.text_after.assign(text, ::strnlen(text, kMaxSizeLine + 1));
+                }
                 page.links.push_back(std::move(link));
             }
             if (n->children != nullptr) {
@@ -104,18 +111,54 @@ void scan(xmlNode* root, PageScan& page) {
 /// The size nginx's autoindex prints after a link: "   30-Nov-2026 06:00    12345\r\n"
 /// (ngx_http_autoindex_module.c: date as %02d-%s-%d %02d:%02d, then the size right-aligned, or
 /// "-" for directories). Exact sizes only: "1K"/"12M" (autoindex_exact_size off) give nothing.
-std::optional<uint64_t> nginx_size(const std::string& text) {
-    static const std::regex line(R"(^\s+\d{2}-[A-Za-z]{3}-\d{4} \d{2}:\d{2}\s+(\d{1,20})\s*$)");
-    std::smatch m;
-    if (!std::regex_match(text, m, line)) return std::nullopt;
-    const std::string digits = m[1].str();
+/// A hand-written scanner, one pass over at most kMaxSizeLine bytes (no regex: std::regex
+/// recursed once per character and overflowed the stack on a long run of blanks).
+std::optional<uint64_t> nginx_size(std::string_view text) {
+    if (text.size() > kMaxSizeLine) return std::nullopt;
+    size_t i = 0;
+    auto blanks = [&] {
+        const size_t from = i;
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+        return i - from;
+    };
+    auto digits = [&](size_t n) {
+        for (size_t k = 0; k < n; ++k, ++i)
+            if (i >= text.size() || !std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+        return true;
+    };
+    auto letters = [&](size_t n) {
+        for (size_t k = 0; k < n; ++k, ++i)
+            if (i >= text.size() || !std::isalpha(static_cast<unsigned char>(text[i]))) return false;
+        return true;
+    };
+    auto byte = [&](char c) {
+        if (i >= text.size() || text[i] != c) return false;
+        ++i;
+        return true;
+    };
+    if (blanks() == 0) return std::nullopt;
+    if (!digits(2) || !byte('-') || !letters(3) || !byte('-') || !digits(4) || !byte(' ') || !digits(2) ||
+        !byte(':') || !digits(2))
+        return std::nullopt;
+    if (blanks() == 0) return std::nullopt;
     uint64_t v = 0;
-    for (char c : digits) {
-        auto d = static_cast<uint64_t>(c - '0');
-        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
+    size_t n = 0;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++n) {
+        auto d = static_cast<uint64_t>(text[i] - '0');
+        if (n >= 20 || v > (std::numeric_limits<uint64_t>::max() - d) / 10) return std::nullopt;
         v = v * 10 + d;
     }
+    if (n == 0) return std::nullopt;
+    blanks();
+    if (i != text.size()) return std::nullopt;
     return v;
+}
+
+/// Marks `e` as a Problem when its name or size cannot be served (bounds.hpp).
+void judge(IndexEntry& e) {
+    std::string why = name_problem(e.name);
+    if (why.empty() && e.size) why = size_problem(*e.size);
+    if (!why.empty()) e.problem = why;
 }
 
 }  // namespace
@@ -166,9 +209,13 @@ std::vector<IndexEntry> parse_index_html(std::string_view body, const std::strin
         std::string name = path.substr(dir_path.size());
         bool directory = name.back() == '/';
         if (directory) name.pop_back();
-        if (!valid_entry_name(name) || !seen.insert(name).second) continue;
+        // A link whose decoded name holds '/' or NUL ("a%2Fb", "%00") points elsewhere: skipped.
+        if (!names_an_entry(name) || name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
+            !seen.insert(name).second)
+            continue;
         IndexEntry e{name, directory, std::nullopt};
         if (!directory && !scanned.foreign_layout) e.size = nginx_size(link.text_after);
+        judge(e);
         out.push_back(std::move(e));
     }
     return out;
@@ -176,8 +223,7 @@ std::vector<IndexEntry> parse_index_html(std::string_view body, const std::strin
 
 std::vector<IndexEntry> parse_index_json(std::string_view body, const std::string& page_url) {
     const std::string where = page_url.empty() ? std::string("JSON index") : url_for_message(page_url);
-    auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) throw Error(Code::BadValue, where + ": index is not valid JSON");
+    const nlohmann::json j = parse_json_bounded(body, where, "index");
     if (!j.is_array()) throw Error(Code::BadValue, where + ": JSON index is not an array");
     std::vector<IndexEntry> out;
     std::set<std::string> seen;
@@ -191,13 +237,15 @@ std::vector<IndexEntry> parse_index_json(std::string_view body, const std::strin
         if (type == item.end() || !type->is_string()) throw Error(Code::BadValue, at + " has no string \"type\"");
         IndexEntry e{name->get<std::string>(), *type == "directory", std::nullopt};
         if (*type != "file" && *type != "directory") continue;
-        if (!valid_entry_name(e.name) || !seen.insert(e.name).second) continue;
+        if (!names_an_entry(e.name) || !seen.insert(e.name).second) continue;
         auto size = item.find("size");
         if (size != item.end() && !e.directory) {
             if (!size->is_number_unsigned())
-                throw Error(Code::BadValue, at + " (\"" + e.name + "\"): \"size\" is not an unsigned integer");
+                throw Error(Code::BadValue, at + " (\"" + name_for_message(e.name) +
+                                                "\"): \"size\" is not an unsigned integer");
             e.size = size->get<uint64_t>();
         }
+        judge(e);
         out.push_back(std::move(e));
     }
     return out;

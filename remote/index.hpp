@@ -14,18 +14,27 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gguf_mount::remote {
 
 /// One entry of a directory listing.
 struct IndexEntry {
-    std::string name;              // decoded name, one path segment: never empty, ".", ".." or with '/' or NUL
+    IndexEntry() = default;
+    IndexEntry(std::string entry_name, bool is_directory, std::optional<uint64_t> entry_size, std::string why = "")
+        : name(std::move(entry_name)), directory(is_directory), size(entry_size), problem(std::move(why)) {}
+
+    std::string name;              // decoded name: never empty, "." or ".."
     bool directory = false;        // a sub-directory (its URL is the page URL + URL-encoded name + "/")
     std::optional<uint64_t> size;  // exact size in bytes when the listing states it (nginx), else empty
+    /// Non-empty: why this entry cannot be served (remote/bounds.hpp: a name over 255 bytes or
+    /// holding '/' or NUL, a size above 1 PiB). The listing makes it a Problem, never an entry,
+    /// and requests nothing for it.
+    std::string problem;
 
     bool operator==(const IndexEntry& o) const {
-        return name == o.name && directory == o.directory && size == o.size;
+        return name == o.name && directory == o.directory && size == o.size && problem == o.problem;
     }
 };
 
@@ -40,17 +49,21 @@ struct IndexEntry {
 /// ngx_http_autoindex_module writes it) with an exact byte count (`autoindex_exact_size on`, the
 /// default), on a page without <img>, <table>, <address> or "?" links (Apache's markers), so
 /// Apache's rounded sizes ("1.2M") are never taken. Duplicate names keep the first. Entries
-/// keep page order.
+/// keep page order. Entries whose name is over 255 bytes or whose stated size is above 1 PiB
+/// carry IndexEntry::problem. A link whose decoded name holds '/' or NUL is skipped (it is not a
+/// direct child). Sizes are scanned from at most 160 bytes after the link, without regex.
 /// Throws gguf::Error(Code::BadValue) naming the page URL (without query) when the page is
 /// not HTML that libxml2 can parse or `page_url` is not an absolute http(s) URL.
 std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url);
 
 /// Parses nginx's `autoindex_format json` listing: a JSON array of objects with "name"
 /// (string, not URL-encoded), "type" ("file", "directory"; other types such as "other" are
-/// skipped) and, for files, "size" (unsigned bytes). Names that cannot be a direct child ("",
-/// ".", "..", containing '/' or NUL) are skipped. Throws gguf::Error(Code::BadValue) naming
-/// `page_url` (for the message only) when the body is not such an array (bad JSON, an entry
-/// that is not an object, a missing or non-string name, a size that is not an unsigned integer).
+/// skipped) and, for files, "size" (unsigned bytes). "", "." and ".." are skipped; names holding
+/// '/' or NUL or over 255 bytes, and sizes above 1 PiB, carry IndexEntry::problem. Parsed with
+/// parse_json_bounded (at most 64 levels, 2,000,000 values). Throws gguf::Error(Code::BadValue)
+/// naming `page_url` (for the message only) when the body is not such an array (bad or too deep
+/// JSON, an entry that is not an object, a missing or non-string name, a size that is not an
+/// unsigned integer).
 std::vector<IndexEntry> parse_index_json(std::string_view body, const std::string& page_url = "");
 
 /// Chooses the parser: by `content_type` ("application/json" or "+json" -> JSON; "text/html" or

@@ -2,10 +2,13 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
+#include "remote/bounds.hpp"
 #include "remote/index.hpp"
 #include "remote/url_parts.hpp"
 
@@ -27,6 +30,7 @@ std::string escape_segment(const std::string& segment) {
 std::string listing_json(const std::vector<IndexEntry>& entries) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& e : entries) {
+        if (!e.problem.empty()) continue;
         nlohmann::json item = {{"name", e.name}, {"type", e.directory ? "directory" : "file"}};
         if (e.size) item["size"] = *e.size;
         out.push_back(std::move(item));
@@ -36,8 +40,9 @@ std::string listing_json(const std::vector<IndexEntry>& entries) {
 
 }  // namespace
 
-HttpDirectoryListing::HttpDirectoryListing(std::shared_ptr<RemoteContext> context, std::string root_url)
-    : context_(std::move(context)), root_url_(std::move(root_url)) {}
+HttpDirectoryListing::HttpDirectoryListing(std::shared_ptr<RemoteContext> context, std::string root_url,
+                                           size_t max_names)
+    : context_(std::move(context)), root_url_(std::move(root_url)), max_names_(max_names) {}
 
 std::string HttpDirectoryListing::root() const {
     std::string r = url_for_message(root_url_);
@@ -46,6 +51,14 @@ std::string HttpDirectoryListing::root() const {
 }
 
 std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list(const std::string& path) {
+    try {
+        return list_bounded(path);
+    } catch (const std::bad_alloc&) {
+        throw gguf::Error(gguf::Code::Io, root() + "/" + path + ": out of memory while listing it", ENOMEM);
+    }
+}
+
+std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(const std::string& path) {
     const size_t q = root_url_.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : root_url_.substr(q);
     std::string dir_url = root_url_.substr(0, q);
@@ -56,6 +69,10 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list(const std::
         dir_url += escape_segment(path.substr(from, slash - from)) + "/";
         from = slash + 1;
     }
+    // The catalog walks from the root: a new walk (a mount's rebuild) starts a new budget.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (path.empty()) listed_ = 0;
+    if (listed_ > max_names_) return {};  // the budget was spent: nothing fetched, nothing listed
     std::vector<IndexEntry> entries;
     BlockCache& cache = context_->cache();
     if (context_->options().offline) {
@@ -74,23 +91,52 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list(const std::
         } catch (const HttpError& e) {
             throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (directory index)", e.sys_errno());
         }
-        cache.save_listing(dir_url, listing_json(entries));
     }
+    // Names shown (not hidden) count against the walk's budget before any file is opened: one
+    // name past it is listed unopened, so the catalog sees the cut and says so.
+    // In name order, as the catalog walks and counts them, so the name past the budget is the
+    // one where the catalog stops.
+    std::sort(entries.begin(), entries.end(), [](const IndexEntry& a, const IndexEntry& b) { return a.name < b.name; });
+    std::vector<IndexEntry> kept;
+    for (auto& e : entries) {
+        if (e.name[0] == '.') continue;
+        if (listed_ > max_names_) break;
+        ++listed_;
+        kept.push_back(std::move(e));
+    }
+    if (listed_ > max_names_) {
+        spdlog::warn("{}: more than {} names listed under it (the model-directory limit); the rest is not listed",
+                     root(), max_names_);
+    }
+    if (!context_->options().offline) cache.save_listing(dir_url, listing_json(kept));
     std::vector<std::string> urls;
-    for (const auto& e : entries) {
-        if (!e.directory && !e.name.empty() && e.name[0] != '.') urls.push_back(dir_url + escape_segment(e.name) + query);
+    const size_t openable = kept.size() - (listed_ > max_names_ ? 1 : 0);
+    for (size_t i = 0; i < openable; ++i) {
+        const IndexEntry& e = kept[i];
+        if (!e.directory && e.problem.empty()) urls.push_back(dir_url + escape_segment(e.name) + query);
     }
     auto opened = open_sources(context_, urls);
     std::vector<Item> items;
-    for (const auto& e : entries) {
+    for (size_t i = 0; i < kept.size(); ++i) {
+        const IndexEntry& e = kept[i];
         Item item;
         item.name = e.name;
         item.directory = e.directory;
-        if (!e.directory) {
-            if (e.name.empty() || e.name[0] == '.') continue;
+        if (!e.problem.empty()) {
+            // Not an entry (a name over NAME_MAX, a claimed size above 1 PiB): a Problem.
+            item.name = name_for_message(e.name);
+            item.directory = false;
+            item.error = url_for_message(dir_url) + name_for_message(e.name) + ": " + e.problem;
+        } else if (i >= openable) {
+            item.directory = false;
+            item.error = url_for_message(dir_url) + e.name + ": past the limit of " + std::to_string(max_names_) +
+                         " names; not opened";
+        } else if (!e.directory) {
             auto it = opened.find(dir_url + escape_segment(e.name) + query);
             if (it == opened.end() || !it->second.source) {
                 item.error = it == opened.end() ? url_for_message(dir_url) + e.name + ": not opened" : it->second.error;
+            } else if (std::string why = size_problem(it->second.source->size()); !why.empty()) {
+                item.error = url_for_message(dir_url) + e.name + ": " + why;
             } else {
                 item.part = it->second.source->part();
             }

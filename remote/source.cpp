@@ -378,9 +378,10 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
 }
 
 std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteContext> context,
-                                                      const std::string& url, ObjectInfo info) {
+                                                      const std::string& url, ObjectInfo info, std::string sha256) {
     auto src = std::shared_ptr<RemoteSource>(new RemoteSource(context, url, std::move(info)));
     src->size_only_ = true;
+    src->sha256_ = std::move(sha256);
     return src;
 }
 
@@ -664,6 +665,7 @@ void RemoteSource::drop_behind(uint64_t block) const noexcept {
 }
 
 ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexcept {
+    if (digest_ && digest_->failed.load()) return -EIO;  // wrong bytes (verify_sha256)
     if (offset >= info_.size) return 0;
     len = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
     char* out = static_cast<char*>(dst);
@@ -706,7 +708,7 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
         if (r < 0) return r == -ENOENT ? -EIO : r;
         done += n;
     }
-    return static_cast<ssize_t>(done);
+    return digest_ ? hash_read(dst, offset, done) : static_cast<ssize_t>(done);
 }
 
 std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,

@@ -18,6 +18,7 @@
 #include "gguf/bytes/byte_source.hpp"
 #include "gguf/bytes/logical_file.hpp"
 #include "remote/cache.hpp"
+#include "remote/digest.hpp"
 #include "remote/http.hpp"
 
 namespace gguf_mount::remote {
@@ -193,8 +194,10 @@ public:
     /// commit-pinned URL: size from the tree, validator the LFS sha256), opened without a
     /// request. The URL's content must be immutable: answers are checked for the size only
     /// (their ETag may be a CDN's, not `info.validator`). The cache key is (url, validator).
+    /// `sha256`: the content's SHA-256 when the listing gives it (the Hub's lfs.oid, 64
+    /// lowercase hex), else "" (see sha256()).
     static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
-                                                    ObjectInfo info);
+                                                    ObjectInfo info, std::string sha256 = {});
 
     /// Hands its context to a short-lived thread when destroyed on one of the context's threads.
     ~RemoteSource() override;
@@ -222,6 +225,28 @@ public:
     /// when it is stored, else once its store ends: readers then read it from the cache.
     /// Never throws.
     void release_kept(uint64_t block) const noexcept;
+
+    /// The content's SHA-256 that the listing vouched for (open_known), "" when none is known
+    /// (plain HTTP servers give none).
+    const std::string& sha256() const noexcept { return sha256_; }
+    /// From now on checks the whole object against `sha256` (64 lowercase hex): the bytes
+    /// readers get are hashed in offset order as they pass (OpenSSL SHA-256), never read twice
+    /// for it; a read that starts past the hashed part first has the bytes in between read (from
+    /// memory, the cache or the server, like any read) and hashed. When the last byte is hashed
+    /// and the digest differs, that read and every later one fail with EIO, the version's cached
+    /// blocks are dropped (drop_cached) and sha256_error() says why. For a reader of every byte
+    /// (prefetch, merge); call it before the reads start. Throws std::runtime_error when
+    /// OpenSSL cannot hash.
+    void verify_sha256(std::string sha256);
+    /// Ends the check of verify_sha256: hashes the bytes not read yet (reading them) and
+    /// returns sha256_error() ("" when it matched, or when verify_sha256 was not called). A
+    /// read failure while hashing is returned as the error. Never throws.
+    std::string finish_sha256() const noexcept;
+    /// The one-line mismatch error ("URL: sha256 mismatch: ..."), "" while none was found.
+    std::string sha256_error() const;
+    /// Removes every block of this version from the block cache (its bytes are wrong). Never
+    /// throws.
+    void drop_cached() const noexcept;
 
     /// The FilePart of this source for the catalog: path = display name, st = S_IFREG | 0444,
     /// owner the daemon's user, mtime Last-Modified.
@@ -254,7 +279,18 @@ private:
                             const std::string& key, const std::string& name, uint64_t block,
                             const std::shared_ptr<const char[]>& buf, size_t len) noexcept;
 
+    /// The verify_sha256 step after a read of [offset, offset + n) into `data` succeeded:
+    /// hashes what is new; returns n, or -EIO when the digest was found to differ.
+    ssize_t hash_read(const void* data, uint64_t offset, size_t n) const noexcept;
+    /// Reads and hashes bytes [digest_->hashed, end); under digest_->mutex. False (with the
+    /// reason in digest_->error when `fail`) when a read fails.
+    bool hash_gap(uint64_t end) const noexcept;
+    /// Compares the digest once every byte is hashed; under digest_->mutex.
+    void compare_digest() const;
+
     std::shared_ptr<RemoteContext> context_;
+    std::string sha256_;  // open_known: the listing's content sha256, "" when unknown
+    std::unique_ptr<SequentialDigest> digest_;  // verify_sha256; set before reads start
     std::string url_;   // as given (may hold a query string: never logged)
     std::string name_;  // without credentials or query
     ObjectInfo info_;

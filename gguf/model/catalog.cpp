@@ -400,6 +400,14 @@ private:
         lf.parts.push_back(f.part);
         try {
             if (!starts_with_gguf_magic(f.part)) return false;
+        } catch (const Error& e) {
+            // A listed (remote) file that cannot be read (its server answers 404, 403) is not
+            // served; a local one is a companion that its reader's own open judges.
+            if (!listing_) return false;
+            problem(rp, std::string(e.what()) + "; not shown");
+            return true;
+        }
+        try {
             if (!has_split_count_above_one(read_header(OpenLogicalFile::open(lf)))) return false;
         } catch (const Error&) {
             return false;
@@ -703,6 +711,18 @@ private:
         std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
         for (auto& item : items) {
             if (item.name.empty() || item.name[0] == '.') continue;
+            if (entries_ >= options_.max_entries) {  // rule 7, as for a local directory
+                if (!entries_cut_) {
+                    entries_cut_ = true;
+                    problem(rel.empty() ? "." : rel,
+                            (rel.empty() ? listing_->root() : listing_->root() + "/" + rel) + ": more than " +
+                                std::to_string(options_.max_entries) +
+                                " entries under SOURCE (the model-directory limit); the rest of this directory and "
+                                "every directory not walked yet are not shown");
+                }
+                break;
+            }
+            ++entries_;
             if (!real_names->insert(item.name).second) continue;
             if (!item.directory && !item.error.empty()) {
                 problem(rel.empty() ? item.name : rel + "/" + item.name, item.error + "; not shown");

@@ -74,6 +74,10 @@ grep -qx 'RestrictAddressFamilies=AF_UNIX' /lib/systemd/system/gguf-mount@.servi
 grep -qx 'CacheDirectory=gguf-mount' "$remote_unit" || fail "remote unit has no CacheDirectory=gguf-mount"
 grep -qx 'LoadCredential=hf-token:/etc/gguf-mount/hf-token' "$remote_unit" || fail "remote unit has no token credential"
 grep '^ExecStart=' "$remote_unit" | grep -qiE 'token|CREDENTIALS' && fail "a token reaches the command line"
+# The SOURCE URL (credentials, signed queries) as a credential too, never $SOURCE in argv.
+grep -qx 'LoadCredential=source:/etc/gguf-mount/%i.source' "$remote_unit" || fail "remote unit has no source credential"
+grep '^ExecStart=' "$remote_unit" | grep -q -- '--source-file %d/source' || fail "remote unit does not read the source credential"
+grep '^ExecStart=' "$remote_unit" | grep -q 'SOURCE' && fail "remote unit puts \$SOURCE on the command line"
 # With the variable CacheDirectory= sets (CACHE_DIRECTORY) and no --cache-dir, the daemon opens
 # its cache there (an offline mount of an uncached URL: it exits 1 after opening the cache).
 mkdir -p "$work/sdcache" "$work/mnt2"  # the mount point is checked before the cache is opened

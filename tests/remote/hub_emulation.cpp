@@ -1,6 +1,9 @@
 #include "remote/hub_emulation.hpp"
 
+#include <cstdlib>
+
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -44,6 +47,12 @@ std::string fake_oid(const std::string& seed) { return gguf_test::sha256_hex("oi
 
 }  // namespace
 
+void isolate_hub_environment(const std::string& root) {
+    for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"}) ::unsetenv(v);
+    ::setenv("HF_HOME", (root + "/hf-home").c_str(), 1);
+    ::setenv("XDG_CACHE_HOME", (root + "/xdg").c_str(), 1);
+}
+
 HubEmulation::HubEmulation(HubRepoSpec spec) : spec_(std::move(spec)) {}
 
 HubEmulation::~HubEmulation() { stop(); }
@@ -73,6 +82,12 @@ bool HubEmulation::generate(std::string* error) {
         if (r.empty() || !config_safe(r)) return fail("revision \"" + r + "\" cannot be emulated");
     if (!config_safe(spec_.org) || !config_safe(spec_.repo)) return fail("org/repo cannot be emulated");
     if (spec_.required_token && !config_safe(*spec_.required_token)) return fail("token cannot be emulated");
+    for (const std::string* v : {&spec_.api_error_code, &spec_.resolve_error_code, &spec_.renamed_from,
+                                 &spec_.next_link_base})
+        if (!config_safe(*v) || v->find(' ') != std::string::npos) return fail("\"" + *v + "\" cannot be emulated");
+    auto missing = [&](const std::string& path) {
+        return std::find(spec_.missing_files.begin(), spec_.missing_files.end(), path) != spec_.missing_files.end();
+    };
 
     // Entries: files (size + sha256) and every directory above them, sorted by path.
     std::map<std::string, HubEmulatedEntry> by_path;
@@ -99,7 +114,8 @@ bool HubEmulation::generate(std::string* error) {
     fs::create_directories(cdn_root / "blobs");
     const std::string repo_id = spec_.org + "/" + spec_.repo;
 
-    std::ostringstream link_map, target_map, size_map, etag_map;
+    std::ostringstream link_map, target_map, size_map, etag_map, cache_map, missing_map;
+    const std::string link_base = spec_.next_link_base.empty() ? "$scheme://$http_host" : spec_.next_link_base;
     std::vector<std::string> revs = spec_.revisions;
     revs.push_back(spec_.commit);
     for (const auto& rev : revs) {
@@ -129,14 +145,20 @@ bool HubEmulation::generate(std::string* error) {
                 const std::string cursor = page == 1 ? "" : std::to_string(page);
                 gguf_test::write_file((tree_dir / ("__page" + cursor + ".json")).string(), arr.dump());
                 if (page < pages)
-                    link_map << "    \"" << uri << ":" << cursor << "\" '<$scheme://$http_host" << next_base << page + 1
+                    link_map << "    \"" << uri << ":" << cursor << "\" '<" << link_base << next_base << page + 1
                              << ">; rel=\"next\"';\n";
             }
         }
         for (const auto& f : spec_.files) {
             const HubEmulatedEntry& e = by_path[f.path];
             const std::string key = "/" + repo_id + "/resolve/" + rev + "/" + f.path;
-            if (f.lfs) {
+            if (missing(f.path)) {
+                missing_map << "    \"" << key << "\" EntryNotFound;\n";
+            } else if (!f.lfs && spec_.relative_redirects) {
+                const std::string cached = "/api/resolve-cache/models/" + repo_id + "/" + spec_.commit + "/" + f.path;
+                cache_map << "    \"" << key << "\" \"" << cached << "\";\n";
+                if (!fs::exists(api_root / cached.substr(1))) symlink_to(f.local_file, api_root / cached.substr(1));
+            } else if (f.lfs) {
                 target_map << "    \"" << key << "\" \"" << cdn_base_url() << "/blobs/" << e.sha256
                            << "?X-Amz-Signature=" << (spec_.cdn_fault_server ? "$request_id" : "emulated")
                            << "&Expires=4102444800\";\n";
@@ -148,7 +170,7 @@ bool HubEmulation::generate(std::string* error) {
         }
     }
     for (const auto& e : entries_) {
-        if (e.directory || !e.lfs || fs::exists(cdn_root / "blobs" / e.sha256)) continue;
+        if (e.directory || !e.lfs || missing(e.path) || fs::exists(cdn_root / "blobs" / e.sha256)) continue;
         auto it = std::find_if(spec_.files.begin(), spec_.files.end(), [&](const HubRepoFile& f) { return f.path == e.path; });
         if (spec_.cdn_fault_server) {
             fs::copy_file(it->local_file, cdn_root / "blobs" / e.sha256);  // it serves files under its root only
@@ -162,20 +184,63 @@ bool HubEmulation::generate(std::string* error) {
          << "  map \"$hub_api_uri:$arg_cursor\" $hub_link {\n    default \"\";\n" << link_map.str() << "  }\n"
          << "  map $uri $hub_cdn_target {\n    default \"\";\n" << target_map.str() << "  }\n"
          << "  map $uri $hub_linked_size {\n    default \"\";\n" << size_map.str() << "  }\n"
-         << "  map $uri $hub_linked_etag {\n    default \"\";\n" << etag_map.str() << "  }\n";
+         << "  map $uri $hub_linked_etag {\n    default \"\";\n" << etag_map.str() << "  }\n"
+         << "  map $uri $hub_cache_target {\n    default \"\";\n" << cache_map.str() << "  }\n"
+         << "  map $uri $hub_missing {\n    default \"\";\n" << missing_map.str() << "  }\n";
     std::string auth;
-    if (spec_.required_token)
-        auth = "    if ($http_authorization != \"Bearer " + *spec_.required_token + "\") { return 401; }\n";
+    if (spec_.required_token) {
+        // The accepted tokens are files in tokens/ (accept_tokens rewrites them while running).
+        http << "  map $http_authorization $hub_token {\n    default \"-\";\n    \"~^Bearer (?<t>[A-Za-z0-9_]+)$\" $t;\n  }\n";
+        auth = "    if (!-f " + (fs::path(dir_.path()) / "tokens").string() + "/$hub_token) { return 401; }\n";
+        if (!accept_tokens({*spec_.required_token})) return fail("cannot write the accepted tokens");
+    }
+    // The Hub's error answers carry X-Error-Code and X-Error-Message (nginx sends no header
+    // whose value is empty).
+    auto error_answer = [](const std::string& code, const std::string& message, int status) {
+        return "    add_header X-Error-Code " + code + " always;\n    add_header X-Error-Message \"" + message +
+               "\" always;\n    return " + std::to_string(status) + ";\n";
+    };
+    std::string api_error, resolve_error;
+    if (!spec_.api_error_code.empty()) {
+        api_error = error_answer(spec_.api_error_code, "Repository Not Found for url: emulated.", 401);
+        resolve_error = api_error;
+    } else if (!spec_.resolve_error_code.empty()) {
+        resolve_error = error_answer(spec_.resolve_error_code,
+                                     "Access to model " + repo_id + " is restricted and you are not in the authorized "
+                                     "list. Visit the repo page to ask for access.",
+                                     403);
+    }
+    // Padding for long Link headers: 4,000 bytes doubled four times (nginx's configuration
+    // tokens are at most 4 KiB).
+    std::string padding;
+    if (spec_.link_padding_headers > 0) {
+        padding = "    set $hub_pad0 \"" + std::string(4000, 'p') + "\";\n";
+        for (int k = 1; k <= 4; ++k)
+            padding += "    set $hub_pad" + std::to_string(k) + " \"$hub_pad" + std::to_string(k - 1) + "$hub_pad" +
+                       std::to_string(k - 1) + "\";\n";
+        for (size_t k = 0; k < spec_.link_padding_headers; ++k)
+            padding += "    add_header Link '<http://127.0.0.1:9/related>; rel=\"related\"; title=\"$hub_pad4\"' always;\n";
+    }
     std::ostringstream server;
     // try_files rewrites $uri to the file it found: keep the request's $uri for the Link map.
-    server << "  location /api/ {\n    default_type application/json;\n    set $hub_api_uri $uri;\n" << auth
-           << "    add_header Link $hub_link always;\n"
+    server << "  absolute_redirect off;\n" << (spec_.ignore_range ? "  max_ranges 0;\n" : "")
+           << "  location /api/ {\n    default_type application/json;\n    set $hub_api_uri $uri;\n" << auth
+           << api_error << padding << "    add_header Link $hub_link always;\n"
            << "    try_files $uri/__page$arg_cursor.json =404;\n  }\n"
+           << "  location /api/resolve-cache/ {\n" << auth << "    try_files $uri =404;\n  }\n"
            << "  location /" << repo_id << "/resolve/ {\n"
            << "    add_header X-Repo-Commit " << spec_.commit << " always;\n"
            << "    add_header X-Linked-Size $hub_linked_size always;\n"
            << "    add_header X-Linked-Etag $hub_linked_etag always;\n"
-           << auth << "    if ($hub_cdn_target != \"\") { return 302 $hub_cdn_target; }\n  }\n";
+           << "    add_header X-Error-Code $hub_missing always;\n"
+           << auth << resolve_error << "    if ($hub_cache_target != \"\") { return 307 $hub_cache_target; }\n"
+           << "    if ($hub_cdn_target != \"\") { return 302 $hub_cdn_target; }\n  }\n";
+    if (!spec_.renamed_from.empty()) {
+        const std::string old_id = spec_.org + "/" + spec_.renamed_from;
+        server << "  location ~ ^/api/models/" << old_id << "/(.*)$ {\n    return 307 /api/models/" << repo_id
+               << "/$1$is_args$args;\n  }\n"
+               << "  location ~ ^/" << old_id << "/(.*)$ {\n    return 307 /" << repo_id << "/$1$is_args$args;\n  }\n";
+    }
 
     NginxOptions api_options{api_root.string()};
     api_options.extra_http_config = http.str();
@@ -187,6 +252,7 @@ bool HubEmulation::generate(std::string* error) {
 bool HubEmulation::start(std::string* error) {
     NginxOptions cdn_options{(fs::path(dir_.path()) / "cdn").string()};
     cdn_options.limit_rate = spec_.cdn_limit_rate;
+    if (spec_.ignore_range) cdn_options.extra_server_config = "  max_ranges 0;\n";
     fs::create_directories(cdn_options.root);
     // The API config needs the CDN's port.
     if (spec_.cdn_fault_server) {
@@ -212,6 +278,20 @@ bool HubEmulation::move_revision(const std::string& revision, const std::string&
                           "__page.json";
     if (!fs::exists(page)) return false;
     gguf_test::write_file(page.string(), nlohmann::json{{"id", spec_.org + "/" + spec_.repo}, {"sha", sha}}.dump());
+    return true;
+}
+
+bool HubEmulation::accept_tokens(const std::vector<std::string>& tokens) {
+    const fs::path dir = fs::path(dir_.path()) / "tokens";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return false;
+    for (const auto& t : tokens) {
+        if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+            return false;
+        gguf_test::write_file((dir / t).string(), "");
+    }
     return true;
 }
 

@@ -12,7 +12,11 @@
 //   CDN port: /blobs/SHA256 with Range support, no token needed (a signed URL on the real Hub);
 //     nginx, or with HubRepoSpec::cdn_fault_server the FaultServer (faults per signed URL).
 // REV is any of the revision names or the commit sha. With required_token set, every API and
-// resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo.
+// resolve request without "Authorization: Bearer TOKEN" gets 401, as a gated or private repo
+// (accept_tokens changes the accepted tokens while running: a rotated token).
+// The Hub's other behaviours on demand (HubRepoSpec): X-Error-Code answers (RepoNotFound,
+// GatedRepo, EntryNotFound), relative 307 redirects (resolve-cache, a renamed repo), long Link
+// headers and next links to another host.
 // Both access logs record the Authorization header, so tests check where the token went.
 #pragma once
 
@@ -25,6 +29,11 @@
 #include "remote/servers.hpp"
 
 namespace remote_test {
+
+/// Makes the process environment safe for Hub tests: HF_TOKEN, HUGGING_FACE_HUB_TOKEN,
+/// HF_TOKEN_PATH and HF_ENDPOINT unset, HF_HOME and XDG_CACHE_HOME under `root` (so no real
+/// token and no real Hub is ever used).
+void isolate_hub_environment(const std::string& root);
 
 /// One file of the emulated repo.
 struct HubRepoFile {
@@ -47,6 +56,28 @@ struct HubRepoSpec {
     /// instead of nginx, and every resolve redirects with a signature of its own
     /// (X-Amz-Signature=<nginx $request_id>), as the Hub's expiring signed URLs differ per resolve.
     bool cdn_fault_server = false;
+    /// Every API and resolve request answers 401 with X-Error-Code: CODE and an
+    /// X-Error-Message (the Hub's missing or private repo without a token: "RepoNotFound").
+    std::string api_error_code;
+    /// Every resolve request answers 403 with X-Error-Code: CODE while listing works (the Hub's
+    /// gated repo: "GatedRepo").
+    std::string resolve_error_code;
+    /// Files listed in the tree whose resolve answers 404 with X-Error-Code: EntryNotFound.
+    std::vector<std::string> missing_files;
+    /// Non-LFS files answer resolve with a 307 whose Location is relative
+    /// (/api/resolve-cache/models/ORG/REPO/COMMIT/PATH, served by the API port), as the Hub does
+    /// for small files.
+    bool relative_redirects = false;
+    /// A former name of the repo: API and resolve requests for ORG/RENAMED_FROM answer 307 with
+    /// a relative Location to the same request for ORG/REPO (a renamed repo).
+    std::string renamed_from;
+    /// Extra Link headers (rel="related", a title of 64,000 bytes each) on every tree page.
+    size_t link_padding_headers = 0;
+    /// Base URL ("http://127.0.0.1:PORT") the next-page links point to instead of the API's own.
+    std::string next_link_base;
+    /// Both ports answer a Range request with 200 and the whole file (max_ranges 0): an
+    /// HF_ENDPOINT mirror that ignores Range.
+    bool ignore_range = false;
 };
 
 /// One entry the emulation lists in its tree pages (what a parser must get back).
@@ -90,6 +121,9 @@ public:
     /// A push, as far as a client pinning revisions can see: revision `revision` now answers
     /// `sha` (40 hex digits; nothing is served at that commit). False when not started.
     bool move_revision(const std::string& revision, const std::string& sha);
+    /// With HubRepoSpec::required_token: from now on only `tokens` are accepted (a rotated
+    /// token). Tokens: letters, digits, '_'. False when one cannot be emulated.
+    bool accept_tokens(const std::vector<std::string>& tokens);
     /// Number of tree pages the listing of `dir` ("" = root) takes.
     size_t page_count(const std::string& dir) const;
 

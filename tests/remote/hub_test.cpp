@@ -107,10 +107,12 @@ TEST(HubUrls, RevisionTreeAndResolveAreEncodedLikeHuggingfaceHub) {
     auto s = parse_hub_source("hf://org/repo@refs/pr/3");
     EXPECT_EQ(hub_revision_url(ep, s, s.revision), "http://127.0.0.1:8080/api/models/org/repo/revision/refs%2Fpr%2F3");
     EXPECT_EQ(hub_revision_url(ep, s, "main"), "http://127.0.0.1:8080/api/models/org/repo/revision/main");
-    EXPECT_EQ(hub_tree_url(ep, s, kSha, ""), ep + "/api/models/org/repo/tree/" + kSha + "?recursive=true");
-    EXPECT_EQ(hub_tree_url(ep, s, s.revision, "a"), ep + "/api/models/org/repo/tree/refs%2Fpr%2F3/a?recursive=true");
+    // expand=false and limit=1000 on every tree page (B6: the Hub's cheapest, largest pages).
+    const std::string q = "?recursive=true&expand=false&limit=1000";
+    EXPECT_EQ(hub_tree_url(ep, s, kSha, ""), ep + "/api/models/org/repo/tree/" + kSha + q);
+    EXPECT_EQ(hub_tree_url(ep, s, s.revision, "a"), ep + "/api/models/org/repo/tree/refs%2Fpr%2F3/a" + q);
     EXPECT_EQ(hub_resolve_url(ep, s, s.revision, "a/b"), ep + "/org/repo/resolve/refs%2Fpr%2F3/a/b");
-    EXPECT_EQ(hub_tree_url(ep, s, kSha, "Q4 K/sub"), ep + "/api/models/org/repo/tree/" + kSha + "/Q4%20K%2Fsub?recursive=true");
+    EXPECT_EQ(hub_tree_url(ep, s, kSha, "Q4 K/sub"), ep + "/api/models/org/repo/tree/" + kSha + "/Q4%20K%2Fsub" + q);
     EXPECT_EQ(hub_resolve_url(ep, s, kSha, "Q4 K/a+b#\xc3\xa9~_.-.gguf"),
               ep + "/org/repo/resolve/" + kSha + "/Q4%20K/a%2Bb%23%C3%A9~_.-.gguf");
     EXPECT_EQ(url_quote("a/b c", true), "a/b%20c");
@@ -206,8 +208,48 @@ TEST(HubLink, FindsTheNextPage) {
     EXPECT_EQ(parse_link_next(R"(<http://h/p1>; rel="prev")", req), std::nullopt);
     EXPECT_EQ(parse_link_next(R"(<http://h/p1>; rel="nextpage")", req), std::nullopt);
     EXPECT_EQ(parse_link_next("", req), std::nullopt);
-    EXPECT_EQ(parse_link_next(R"(<javascript:alert(1)>; rel="next")", req), std::nullopt);
-    EXPECT_EQ(parse_link_next(R"(http://h/p2; rel="next")", req), std::nullopt);
+    // A next page that cannot be followed is an error, not the end of the listing.
+    std::string message;
+    EXPECT_EQ(code_of([&] { parse_link_next(R"(<javascript:alert(1)>; rel="next")", req); }, &message),
+              gguf::Code::BadValue);
+    EXPECT_EQ(message, "http://127.0.0.1:8080/api/models/o/r/tree/main: the Link header's next page is not an http(s) URL");
+    EXPECT_EQ(code_of([&] { parse_link_next(R"(http://h/p2; rel="next")", req); }, &message), gguf::Code::BadValue);
+    EXPECT_EQ(message, "http://127.0.0.1:8080/api/models/o/r/tree/main: malformed Link header: a link does not start "
+                       "with '<'");
+    // Quoted values with escapes and commas, several Link lines joined by ", ".
+    EXPECT_EQ(parse_link_next(R"(<http://h/a>; title="x\"; rel=next, y"; rel="prev", <http://h/b>; rel="next")", req),
+              "http://h/b");
+}
+
+TEST(HubLink, TheCursorIsKeptByteForByte) {
+    const std::string req = "http://127.0.0.1:8080/api/models/o/r/tree/main?recursive=true";
+    // An opaque base64 cursor with '+', '/', '=' and a percent-escape: never decoded or re-encoded.
+    const std::string next =
+        "http://127.0.0.1:8080/api/models/o/r/tree/main?recursive=true&expand=false&limit=1000&cursor=eyJmaWxlX25hbWUiOi+/Ab%3D%3D==";
+    EXPECT_EQ(parse_link_next("<" + next + ">; rel=\"next\"", req), next);
+    EXPECT_EQ(parse_link_next("</api/models/o/r/tree/main?cursor=a+b/c%2Fd==>; rel=next", req),
+              "http://127.0.0.1:8080/api/models/o/r/tree/main?cursor=a+b/c%2Fd==");
+}
+
+TEST(HubLink, LongHeadersAndParametersAreRefusedInBoundedTimeWithoutRegex) {
+    const std::string req = "http://127.0.0.1:8080/api/models/o/r/tree/main?recursive=true&cursor=SECRET";
+    std::string message;
+    // Several MB of Link header: refused on its size, before any scan (std::regex overflowed
+    // the stack on such a header).
+    const std::string huge = "<http://h/p2>; rel=\"next\"; title=\"" + std::string(4 << 20, ' ') + "\"";
+    EXPECT_EQ(code_of([&] { parse_link_next(huge, req); }, &message), gguf::Code::BadValue);
+    EXPECT_EQ(message, "http://127.0.0.1:8080/api/models/o/r/tree/main: Link header of " +
+                           std::to_string(huge.size()) + " bytes is longer than the limit of 65536 bytes");
+    // Within the header bound, a parameter over 1 KiB and a target over 8 KiB are refused.
+    const std::string long_param = "<http://h/p2>; rel=\"next\"; title=\"" + std::string(2000, 'x') + "\"";
+    EXPECT_EQ(code_of([&] { parse_link_next(long_param, req); }, &message), gguf::Code::BadValue);
+    EXPECT_NE(message.find("a parameter longer than 1024 bytes"), std::string::npos) << message;
+    const std::string long_blanks = "<http://h/p2>;" + std::string(60000, ' ') + "rel=next";
+    EXPECT_EQ(parse_link_next(long_blanks, req), "http://h/p2");  // blanks are skipped in one pass
+    const std::string long_target = "<http://h/" + std::string(9000, 'a') + ">; rel=next";
+    EXPECT_EQ(code_of([&] { parse_link_next(long_target, req); }, &message), gguf::Code::BadValue);
+    EXPECT_NE(message.find("a link target of 9009 bytes (limit 8192)"), std::string::npos) << message;
+    EXPECT_EQ(message.find("SECRET"), std::string::npos) << message;
 }
 
 TEST(HubLink, SameOriginDecidesWhereTheTokenMayGo) {

@@ -3,6 +3,11 @@
 // mod_autoindex (table, <pre> and plain list pages written from its documented format).
 #include <curl/curl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <functional>
@@ -54,8 +59,37 @@ void write_tricky_tree(const std::string& root) {
 std::string describe(const std::vector<IndexEntry>& v) {
     std::string s;
     for (const auto& e : v)
-        s += "[" + e.name + (e.directory ? "/" : "") + " " + (e.size ? std::to_string(*e.size) : "-") + "] ";
+        s += "[" + e.name.substr(0, 40) + (e.directory ? "/" : "") + " " + (e.size ? std::to_string(*e.size) : "-") + (e.problem.empty() ? "" : " ! " + e.problem) + "] ";
     return s;
+}
+
+/// Runs `f` in a child process whose address space may grow by at most `extra` bytes past the
+/// parent's; returns the child's exit code: 0 when `f` returned true, 1 when false, 3 for
+/// std::bad_alloc, 4 for another exception.
+int in_bounded_child(const std::function<bool()>& f, size_t extra) {
+    size_t vm_pages = 0;
+    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(statm, "%zu", &vm_pages) != 1) vm_pages = 0;
+        std::fclose(statm);
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const rlim_t limit = vm_pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + extra;
+        struct rlimit rl {limit, limit};
+        ::setrlimit(RLIMIT_AS, &rl);
+        int code = 4;
+        try {
+            code = f() ? 0 : 1;
+        } catch (const std::bad_alloc&) {
+            code = 3;
+        } catch (...) {
+            code = 4;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(IndexHtml, NginxCapturedPageGivesDecodedNamesKindsAndExactSizes) {
@@ -179,13 +213,77 @@ TEST(IndexJson, DeeplyNestedJsonIsAnErrorNotACrash) {
               gguf::Code::BadValue);
 }
 
-TEST(IndexJson, SkipsUnsafeNamesAndOtherTypesKeepsBigSizes) {
+TEST(IndexJson, SkipsParentLinksAndOtherTypesAndMarksUnservableNamesAndSizes) {
     auto entries = parse_index_json(
         R"([{"name":"..","type":"directory"},{"name":"a/b","type":"file","size":1},{"name":"","type":"file","size":1},)"
         R"({"name":"fifo","type":"other"},{"name":"big.gguf","type":"file","size":18446744073709551615},)"
-        R"({"name":"big.gguf","type":"file","size":1},{"name":"d","type":"directory","size":4096}])");
-    const std::vector<IndexEntry> expected = {{"big.gguf", false, UINT64_MAX}, {"d", true, std::nullopt}};
+        R"({"name":"big.gguf","type":"file","size":1},{"name":"d","type":"directory","size":4096},)"
+        R"({"name":"pib.gguf","type":"file","size":1125899906842624},{"name":"nul\u0000x","type":"file","size":1}])");
+    const std::vector<IndexEntry> expected = {
+        {"a/b", false, 1, "name holds a '/'"},
+        {"big.gguf", false, UINT64_MAX,
+         "claimed size of 18446744073709551615 bytes is above the limit of 1 PiB (1125899906842624 bytes)"},
+        {"d", true, std::nullopt},
+        {"pib.gguf", false, uint64_t{1} << 50},  // exactly 1 PiB is still a size
+        {std::string("nul\0x", 5), false, 1, "name holds a NUL byte"}};
     EXPECT_EQ(entries, expected) << describe(entries);
+}
+
+TEST(IndexJson, ANameOverNameMaxIsAProblemNotAnEntry) {
+    const std::string name(10000, 'n');
+    auto entries = parse_index_json(R"([{"name":")" + name + R"(","type":"file","size":1},{"name":")" +
+                                    std::string(255, 'k') + R"(","type":"file","size":2}])");
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_EQ(entries[0].problem, "name of 10000 bytes is longer than 255 bytes (NAME_MAX)");
+    EXPECT_EQ(entries[1].problem, "");
+}
+
+TEST(IndexJson, SixteenMibOfNestedArraysIsRefusedAtDepth64WithBoundedMemory) {
+    // One 16 MiB page of nested arrays cost 650 MB when parsed into a DOM: the SAX gate stops
+    // at the 65th level, before anything deeper is allocated.
+    const size_t half = size_t{8} << 20;
+    const std::string deep = std::string(half, '[') + std::string(half, ']');
+    std::string message;
+    EXPECT_EQ(code_of([&] { parse_index(deep, "application/json", "http://127.0.0.1/j/?sig=S"); }, &message),
+              gguf::Code::BadValue);
+    EXPECT_EQ(message, "http://127.0.0.1/j/: index is nested deeper than 64 levels");
+    // The same parse with 64 MiB of address space to spare (the page itself is 16 MiB).
+    EXPECT_EQ(in_bounded_child(
+                  [&] {
+                      try {
+                          parse_index(deep, "application/json", "http://127.0.0.1/j/");
+                      } catch (const gguf::Error&) {
+                          return true;
+                      }
+                      return false;
+                  },
+                  size_t{64} << 20),
+              0);
+    // Many small values: refused past 2,000,000 of them.
+    std::string flat = "[";
+    for (size_t i = 0; i < 2000001; ++i) flat += "0,";
+    flat.back() = ']';
+    EXPECT_EQ(code_of([&] { parse_index_json(flat, "http://127.0.0.1/j/"); }, &message), gguf::Code::BadValue);
+    EXPECT_EQ(message, "http://127.0.0.1/j/: index holds more than 2000000 JSON values");
+}
+
+TEST(IndexHtml, AMegabyteOfBlanksAfterALinkGivesNoSizeAndNoCrash) {
+    // std::regex recursed once per character of the text after a link and overflowed the stack.
+    const std::string page = "<html><body><h1>Index of /d/</h1><hr><pre><a href=\"a.gguf\">a.gguf</a>" +
+                             std::string(1 << 20, ' ') + "01-Jan-2026 00:00    12\r\n<a href=\"b.gguf\">b.gguf</a>"
+                             "   01-Jan-2026 00:00    34\r\n</pre><hr></body></html>";
+    const std::vector<IndexEntry> expected = {{"a.gguf", false, std::nullopt}, {"b.gguf", false, 34}};
+    EXPECT_EQ(parse_index_html(page, "http://127.0.0.1/d/"), expected);
+    // An nginx size above 1 PiB is a problem, and a name over 255 bytes too (from the href).
+    const std::string long_name(300, 'L');
+    const std::string bad = "<html><body><h1>Index of /d/</h1><hr><pre><a href=\"big.gguf\">big.gguf</a>"
+                            "   01-Jan-2026 00:00    9223372036854775808\r\n<a href=\"" +
+                            long_name + "\">x</a>   01-Jan-2026 00:00    1\r\n</pre><hr></body></html>";
+    auto entries = parse_index_html(bad, "http://127.0.0.1/d/");
+    ASSERT_EQ(entries.size(), 2u) << describe(entries);
+    EXPECT_EQ(entries[0].problem,
+              "claimed size of 9223372036854775808 bytes is above the limit of 1 PiB (1125899906842624 bytes)");
+    EXPECT_EQ(entries[1].problem, "name of 300 bytes is longer than 255 bytes (NAME_MAX)");
 }
 
 TEST(IndexAny, ChoosesTheParserByContentTypeThenFirstByte) {

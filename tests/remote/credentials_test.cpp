@@ -1,0 +1,294 @@
+// Secrets and trust of remote sources, for real against nginx and the Hub emulation on 127.0.0.1:
+//   - URL credentials and signed queries never reach the daemon's command line (/proc/PID/cmdline,
+//     what `ps` shows every local user), its log or its cache; --source-file gives SOURCE unseen;
+//   - a Hub token file rewritten while mounted (a rotated token) is followed;
+//   - bytes whose sha256 differs from the Hub's lfs.oid fail prefetch and merge, and are not
+//     served by a later --offline mount.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "gguf/model/split_set.hpp"
+#include "mount/mount_fixture.hpp"
+#include "remote/hub_emulation.hpp"
+#include "remote/servers.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mount_test::MountFixture;
+using remote_test::HubEmulation;
+using remote_test::HubRepoFile;
+using remote_test::HubRepoSpec;
+using remote_test::NginxOptions;
+using remote_test::NginxServer;
+
+/// The NUL-separated command line of process `pid`, NULs shown as ' '.
+std::string cmdline_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    for (char& c : s) {
+        if (c == '\0') c = ' ';
+    }
+    return s;
+}
+
+/// Every file under `dir` whose bytes contain `needle` (relative paths).
+std::vector<std::string> files_containing(const std::string& dir, const std::string& needle) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file()) continue;
+        if (gguf_test::read_file(e.path().string()).find(needle) != std::string::npos) {
+            out.push_back(fs::relative(e.path(), dir).string());
+        }
+        if (fs::relative(e.path(), dir).string().find(needle) != std::string::npos) out.push_back(e.path().string());
+    }
+    return out;
+}
+
+const char* const kSecrets[] = {"s3cretPass", "sigS3cret", "tokS3cret"};
+
+class UrlSecrets : public MountFixture {
+protected:
+    void SetUp() override {
+        MountFixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        std::string why;
+        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
+        mount_test::copy_kvzoo(src_);
+        NginxOptions o;
+        o.root = src_;
+        nginx_ = std::make_unique<NginxServer>(o);
+        ASSERT_TRUE(nginx_->start(&why)) << why;
+        cache_ = root_ + "/cache";
+        auto kvzoo = mount_test::manifest_case("kvzoo/t7");
+        ASSERT_TRUE(kvzoo);
+        want_sha256_ = kvzoo->merged_sha256;
+        // nginx serves static files whatever the userinfo and query say.
+        const std::string base = nginx_->base_url();
+        url_ = "http://reader:s3cretPass@" + base.substr(std::string("http://").size()) + "/" +
+               mount_test::kvzoo_shard(1) + "?X-Amz-Signature=sigS3cret&token=tokS3cret";
+    }
+    void TearDown() override {
+        MountFixture::TearDown();
+        if (nginx_) nginx_->stop();
+    }
+    /// Checks that no secret is in the daemon's command line, its log and the cache.
+    void expect_no_secret_anywhere() {
+        const std::string cmdline = cmdline_of(daemon_.pid());
+        ASSERT_NE(cmdline.find(mnt_), std::string::npos) << "not the daemon's command line: " << cmdline;
+        for (const char* s : kSecrets) {
+            EXPECT_EQ(cmdline.find(s), std::string::npos) << s << " in /proc/PID/cmdline: " << cmdline;
+            EXPECT_EQ(log().find(s), std::string::npos) << s << " in the log";
+            EXPECT_EQ(files_containing(cache_, s), std::vector<std::string>{}) << s << " in the cache";
+        }
+    }
+    std::unique_ptr<NginxServer> nginx_;
+    std::string cache_, url_, want_sha256_;
+};
+
+// A URL with user:password and a signed query, given on the command line: served right, and
+// the running daemon's /proc/PID/cmdline, its debug log and its cache hold none of the secrets.
+TEST_F(UrlSecrets, AreNotInTheDaemonsCommandLineLogOrCache) {
+    ASSERT_TRUE(mount({"--cache-dir", cache_, "--net-timeout", "3", "--log-level", "debug"}, url_));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), want_sha256_) << log();
+    expect_no_secret_anywhere();
+    // The credentials did go to the server (libcurl sends the userinfo as Basic auth).
+    bool basic = false;
+    for (const auto& e : nginx_->access_log()) basic |= e.authorization.rfind("Basic ", 0) == 0;
+    EXPECT_TRUE(basic);
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// --source-file FILE: SOURCE from a file (a systemd credential in the unit); MOUNTPOINT is the
+// only positional argument. Served right; no secret anywhere either.
+TEST_F(UrlSecrets, SourceFileMountsTheUrlItHolds) {
+    const std::string file = root_ + "/source-url";
+    gguf_test::write_file(file, "  " + url_ + "\n");
+    ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+    ASSERT_TRUE(mount({"--cache-dir", cache_, "--net-timeout", "3", "--log-level", "debug"}, "--source-file=" + file));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), want_sha256_) << log();
+    expect_no_secret_anywhere();
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+
+    // prefetch and merge take it too.
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, "--source-file",
+                             file});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string out = root_ + "/merged.gguf";
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", "--source-file", file, out});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out), want_sha256_);
+    // An empty file is one line naming it.
+    gguf_test::write_file(file, "\n");
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "--source-file", file, mnt_});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--source-file " + file + ": empty"), std::string::npos) << r.err;
+}
+
+/// A Hub emulation of the kvzoo set (Q4_K_M/, 7 LFS shards) and two more LFS files
+/// (mmproj-tiny.gguf, extra.bin); the served bytes are the files in local_ (symlinked by the CDN).
+class HubTrust : public MountFixture {
+protected:
+    void SetUp() override {
+        MountFixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        std::string why;
+        if (!HubEmulation::available(&why)) GTEST_SKIP() << why;
+        for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"}) ::unsetenv(v);
+        ::setenv("HF_HOME", (root_ + "/hf-home").c_str(), 1);
+        cache_ = root_ + "/cache";
+        auto kvzoo = mount_test::manifest_case("kvzoo/t7");
+        ASSERT_TRUE(kvzoo);
+        kvzoo_ = *kvzoo;
+    }
+    void TearDown() override {
+        MountFixture::TearDown();
+        if (hub_) hub_->stop();
+        for (const char* v : {"HF_TOKEN_PATH", "HF_ENDPOINT", "HF_HOME"}) ::unsetenv(v);
+    }
+    void start_hub(std::optional<std::string> token = std::nullopt) {
+        local_ = root_ + "/local";
+        fs::create_directories(local_ + "/Q4_K_M");
+        HubRepoSpec spec;
+        spec.page_size = 3;
+        spec.required_token = token;
+        for (const auto& s : kvzoo_.shards) {
+            const std::string path = "Q4_K_M/" + gguf::base_name(s);
+            fs::copy_file(gguf_test::fixture(s), local_ + "/" + path);
+            spec.files.push_back(HubRepoFile{path, local_ + "/" + path, true});
+        }
+        fs::copy_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf"), local_ + "/mmproj-tiny.gguf");
+        spec.files.push_back(HubRepoFile{"mmproj-tiny.gguf", local_ + "/mmproj-tiny.gguf", true});
+        // Not a GGUF file: nothing of it is read until a reader asks.
+        fs::copy_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf"), local_ + "/extra.bin");
+        spec.files.push_back(HubRepoFile{"extra.bin", local_ + "/extra.bin", true});
+        hub_ = std::make_unique<HubEmulation>(spec);
+        std::string error;
+        ASSERT_TRUE(hub_->start(&error)) << error;
+        ::setenv("HF_ENDPOINT", hub_->endpoint().c_str(), 1);
+    }
+    std::string source() const { return "hf://" + hub_->spec().org + "/" + hub_->spec().repo; }
+    std::vector<std::string> args() const { return {"--cache-dir", cache_, "--net-timeout", "3"}; }
+    /// Flips the last byte of the served copy of `path` (same size: the tree keeps the old
+    /// lfs.oid, the CDN serves the new bytes). Returns the sha256 of the bytes now served.
+    std::string corrupt(const std::string& path) {
+        const std::string file = local_ + "/" + path;
+        std::string bytes = gguf_test::read_file(file);
+        bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);
+        gguf_test::write_file(file, bytes);
+        return gguf_test::sha256_hex(bytes);
+    }
+    std::string listed_sha256(const std::string& path) const {
+        for (const auto& e : hub_->entries()) {
+            if (e.path == path) return e.sha256;
+        }
+        ADD_FAILURE() << "no entry " << path;
+        return "";
+    }
+
+    std::string cache_, local_;
+    gguf_test::ManifestCase kvzoo_;
+    std::unique_ptr<HubEmulation> hub_;
+};
+
+// The CDN serves shard 3 with one byte changed (its lfs.oid is the original's): merge exits 1
+// with one line naming the file and both digests and leaves nothing in its directory; prefetch
+// exits 1 the same way and drops the file's blocks, so a following --offline mount does not
+// serve the merged file.
+TEST_F(HubTrust, WrongCdnBytesFailPrefetchAndMergeAndAreNotServedOffline) {
+    ASSERT_NO_FATAL_FAILURE(start_hub());
+    const std::string shard3 = "Q4_K_M/" + mount_test::kvzoo_shard(3);
+    const std::string want = listed_sha256(shard3);
+    const std::string got = corrupt(shard3);
+    ASSERT_NE(want, got);
+
+    const std::string out = root_ + "/out";
+    fs::create_directories(out);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", "--cache-dir", cache_ + "2", "--net-timeout",
+                        "3", source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1), out + "/kvzoo.gguf"});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find(mount_test::kvzoo_shard(3) + ": sha256 mismatch: expected " + want), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(got), std::string::npos) << r.err;
+    EXPECT_EQ(mount_test::list_dir(out), std::vector<std::string>{}) << "nothing is left behind";
+
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, "--net-timeout",
+                             "3", source()});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find(mount_test::kvzoo_shard(3) + ": sha256 mismatch: expected " + want), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(got), std::string::npos) << r.err;
+
+    // Offline, the set whose shard 3 was wrong is not served (its blocks are gone); the other
+    // files are served right.
+    hub_->stop();
+    auto offline = args();
+    offline.push_back("--offline");
+    ASSERT_TRUE(mount(offline, source()));
+    EXPECT_FALSE(mount_test::exists(mnt_ + "/Q4_K_M/kvzoo.gguf")) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/mmproj-tiny.gguf"),
+              gguf_test::sha256_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf")))
+        << log();
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// Right bytes: prefetch and merge of the same repo pass (the check does not refuse good files).
+TEST_F(HubTrust, RightBytesPassTheCheck) {
+    ASSERT_NO_FATAL_FAILURE(start_hub());
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "--cache-dir", cache_, "--net-timeout", "3",
+                             source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1)});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string out = root_ + "/kvzoo.gguf";
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", "--cache-dir", cache_, "--net-timeout", "3",
+                        source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1), out});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out), kvzoo_.merged_sha256);
+}
+
+// The token file is rewritten while mounted (huggingface_hub refreshes tokens that way) and the
+// Hub accepts only the new token from then on: revalidation (every second here, a HEAD of each
+// shard's resolve URL) and reads of the running mount keep succeeding, with the new token.
+TEST_F(HubTrust, ARotatedTokenFileKeepsARunningMountWorking) {
+    ASSERT_NO_FATAL_FAILURE(start_hub(std::string("hf_tokenA")));
+    const std::string token_file = root_ + "/token";
+    gguf_test::write_file(token_file, "hf_tokenA\n");
+    ::setenv("HF_TOKEN_PATH", token_file.c_str(), 1);
+    auto a = args();
+    a.insert(a.end(), {"--revalidate", "1"});
+    // A first-shard source: each revalidation sends a HEAD per shard to its resolve URL (token).
+    ASSERT_TRUE(mount(a, source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1)));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+
+    ASSERT_TRUE(hub_->accept_tokens({"hf_tokenB"}));
+    gguf_test::write_file(token_file + ".new", "hf_tokenB\n");
+    ASSERT_EQ(::rename((token_file + ".new").c_str(), token_file.c_str()), 0);
+    hub_->api().clear_access_log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // revalidations with the new token
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    size_t accepted = 0;
+    std::string seen;
+    const auto api = hub_->api().wait_access_log(1);
+    for (const auto& e : api) {
+        accepted += e.authorization == "Bearer hf_tokenB" && e.status < 400;
+        seen += e.request_line + " " + std::to_string(e.status) + " [" + e.authorization + "]\n";
+    }
+    EXPECT_GE(accepted, 1u) << seen;
+    ASSERT_FALSE(api.empty());
+    EXPECT_LT(api.back().status, 400) << seen;
+    EXPECT_EQ(log().find("hf_token"), std::string::npos) << "a token value in the log";
+    ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace

@@ -1,0 +1,119 @@
+// remote/listing: the bounds of a directory URL's walk against nginx on 127.0.0.1: names are
+// counted before any listed file is fetched, and names a file system cannot hold or claimed
+// sizes above 1 PiB are problems, never entries.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "gguf/model/catalog.hpp"
+#include "remote/listing.hpp"
+#include "remote/servers.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace gguf_mount::remote;
+using remote_test::NginxOptions;
+using remote_test::NginxServer;
+
+class ListingBounds : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string why;
+        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
+    }
+    std::shared_ptr<RemoteContext> context() {
+        RemoteOptions o;
+        o.http.net_timeout = std::chrono::seconds(3);
+        o.cache_dir = cache_.path();
+        return std::make_shared<RemoteContext>(o);
+    }
+    /// Requests for files (not index pages) in `log`.
+    static size_t file_requests(const std::vector<remote_test::AccessEntry>& log) {
+        size_t n = 0;
+        for (const auto& e : log) n += !e.uri.empty() && e.uri.back() != '/';
+        return n;
+    }
+    gguf_test::TempDir tree_, cache_;
+};
+
+TEST_F(ListingBounds, NamesPastTheLimitAreNeitherFetchedNorListedAndTheCutIsOneProblem) {
+    // 30 files in the root and 30 in each of 3 sub-directories: 123 names, the limit is 10.
+    for (int d = 0; d <= 3; ++d) {
+        const std::string dir = tree_.path() + (d == 0 ? std::string() : "/sub" + std::to_string(d));
+        fs::create_directories(dir);
+        for (int i = 0; i < 30; ++i) gguf_test::write_file(dir + "/f" + std::to_string(100 + i) + ".txt", "x");
+    }
+    NginxServer nginx(NginxOptions{tree_.path()});
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    for (const char* kind : {"/json/", "/html/"}) {
+        nginx.clear_access_log();
+        HttpDirectoryListing listing(context(), nginx.base_url() + kind, 10);
+        gguf::CatalogOptions options;
+        options.max_entries = 10;
+        gguf::Catalog catalog = gguf::build_catalog(listing, options);
+        EXPECT_EQ(catalog.entries.size() + catalog.directories.size() - 1, 10u) << kind;
+        ASSERT_EQ(catalog.problems.size(), 1u) << kind;
+        EXPECT_NE(catalog.problems[0].reason.find(": more than 10 entries under SOURCE (the model-directory limit)"),
+                  std::string::npos)
+            << catalog.problems[0].reason;
+        // At most the 10 names kept were opened (without the budget: all 120 files).
+        auto log = nginx.access_log();
+        EXPECT_LE(file_requests(log), 10u) << kind;
+        EXPECT_LE(log.size() - file_requests(log), 4u) << kind;  // index pages
+    }
+    nginx.stop();
+}
+
+TEST_F(ListingBounds, ANameOverNameMaxAndAHugeSizeAreProblemsAndTheRestIsServed) {
+    // A crafted index page: nginx serves crafted/index.html for the directory URL crafted/.
+    fs::create_directories(tree_.path() + "/crafted");
+    gguf_test::write_file(tree_.path() + "/crafted/ok.txt", "fine");
+    const std::string long_name(10000, 'n');
+    gguf_test::write_file(tree_.path() + "/crafted/index.html",
+                          "<html><body><h1>Index of /crafted/</h1><hr><pre>"
+                          "<a href=\"" + long_name + "\">n</a>   01-Jan-2026 00:00    1\r\n"
+                          "<a href=\"huge.gguf\">huge.gguf</a>   01-Jan-2026 00:00    9223372036854775807\r\n"
+                          "<a href=\"ok.txt\">ok.txt</a>   01-Jan-2026 00:00    4\r\n</pre><hr></body></html>");
+    NginxServer nginx(NginxOptions{tree_.path()});
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    HttpDirectoryListing listing(context(), nginx.base_url() + "/crafted/");
+    gguf::Catalog catalog = gguf::build_catalog(listing);
+    ASSERT_EQ(catalog.entries.size(), 1u);
+    EXPECT_EQ(catalog.entries[0].path, "ok.txt");
+    ASSERT_EQ(catalog.problems.size(), 2u);
+    std::string reasons = catalog.problems[0].reason + "\n" + catalog.problems[1].reason;
+    EXPECT_NE(reasons.find("name of 10000 bytes is longer than 255 bytes (NAME_MAX); not shown"), std::string::npos)
+        << reasons;
+    EXPECT_NE(reasons.find("huge.gguf: claimed size of 9223372036854775807 bytes is above the limit of 1 PiB"),
+              std::string::npos)
+        << reasons;
+    for (const auto& p : catalog.problems) EXPECT_LT(p.path.size(), 200u) << p.path;
+    // Neither was requested.
+    for (const auto& e : nginx.access_log()) {
+        EXPECT_EQ(e.uri.find("huge.gguf"), std::string::npos) << e.uri;
+        EXPECT_EQ(e.uri.find("nnnn"), std::string::npos) << e.uri;
+    }
+    nginx.stop();
+}
+
+TEST_F(ListingBounds, APlainServersRefusalIsNotDescribedInHubWords) {
+    gguf_test::write_file(tree_.path() + "/open.txt", "x");
+    gguf_test::write_file(tree_.path() + "/closed.txt", "x");
+    NginxOptions options{tree_.path()};
+    options.extra_server_config = "  location ~ closed\\.txt$ { return 403; }\n";
+    NginxServer nginx(options);
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    HttpDirectoryListing listing(context(), nginx.base_url() + "/json/");
+    gguf::Catalog catalog = gguf::build_catalog(listing);
+    ASSERT_EQ(catalog.problems.size(), 1u);
+    EXPECT_EQ(catalog.problems[0].reason, nginx.base_url() + "/json/closed.txt: access denied (HTTP 403): the server "
+                                                             "refuses this file (missing or wrong credentials?); not shown");
+    nginx.stop();
+}
+
+}  // namespace
