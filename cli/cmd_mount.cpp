@@ -144,8 +144,9 @@ cxxopts::Options make_options() {
         ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")
         ("ca-cert", "remote SOURCE: extra CA certificate (PEM) trusted besides the system store",
          cxxopts::value<std::string>(), "FILE")
-        ("net-timeout", "remote SOURCE: connect timeout and stall limit in seconds; also bounds the retries of "
-                        "one request", cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
+        ("net-timeout", "remote SOURCE: connect timeout, stall limit and the window of the 32 KiB/s rate floor, in "
+                        "seconds; a block request ends within 2 x SECONDS + 128 s",
+         cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
         ("revalidate", "remote SOURCE: ask the server again every SECONDS (a HEAD per file, the index pages): a "
                        "changed file appears as a new version, a server down at mount is retried; 0: only on SIGHUP",
          cxxopts::value<unsigned>()->default_value("60"), "SECONDS")

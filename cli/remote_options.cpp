@@ -106,7 +106,8 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix) {
                         "credentials or a signed query: kept out of `ps`)", cxxopts::value<std::string>(), "FILE")
         ("cache-dir", prefix + "block cache directory (default: $CACHE_DIRECTORY as systemd sets it, else "
                       "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount)", cxxopts::value<std::string>())
-        ("net-timeout", prefix + "seconds before a connection attempt or a stalled transfer fails",
+        ("net-timeout", prefix + "seconds before a connection attempt or a stalled transfer fails (also the window of "
+                                      "the 32 KiB/s rate floor)",
          cxxopts::value<unsigned>()->default_value("30"))
         ("ca-cert", prefix + "extra CA certificate file (PEM) for https", cxxopts::value<std::string>());
     // clang-format on

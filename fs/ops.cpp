@@ -29,6 +29,8 @@
 #include <spdlog/spdlog.h>
 
 #include "fs/access.hpp"
+#include "fs/deferred_reads.hpp"
+#include "gguf/byte_source.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
@@ -329,6 +331,36 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     }
 }
 
+/// Reads [off, off + size) of `of` into `buf` (the caller's thread_read_buffer) as op_read
+/// serves it. An O_DIRECT reader bypasses the merged file's page cache, so the shard cache is
+/// its only one: plain buffered reads, nothing dropped. Every other read fills the merged
+/// file's page cache, so the shard copy is avoided (serve: O_DIRECT for uncached random reads)
+/// or dropped behind the stream (drop_served_shard_pages).
+gguf::Served read_request(const OpenFile& of, off_t off, size_t size, bool client_direct, char* buf,
+                          uint32_t* failed_source) noexcept {
+    gguf::Served s;
+    if (client_direct || !of.random_direct) {
+        s.result = of.file->read(static_cast<uint64_t>(off), size, buf, failed_source);
+        s.data = buf;
+    } else {
+        s = of.file->serve(static_cast<uint64_t>(off), size, buf, failed_source);
+    }
+    return s;
+}
+
+/// Replies to a read with what read_request gave (EIO, logged rate-limited, for an error).
+/// `of` must be valid until the reply is sent: once it is, a RELEASE may free it.
+void reply_read(fuse_req_t req, Context& c, const OpenFile& of, off_t off, size_t size, bool client_direct,
+                const gguf::Served& s, uint32_t failed_source) noexcept {
+    if (s.result < 0) {
+        warn_read_failure(c, of, static_cast<uint64_t>(off), size, s.result, failed_source);
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    if (!client_direct && !s.direct) drop_served_shard_pages(*of.file, static_cast<uint64_t>(off), size);
+    fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
+}
+
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept {
     try {
         Context& c = ctx(req);
@@ -343,26 +375,36 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
         }
         char* buf = thread_read_buffer(size);
         uint32_t failed_source = 0;
-        // An O_DIRECT reader bypasses the merged file's page cache, so the shard cache is its
-        // only one: plain buffered reads, nothing dropped. Every other read fills the merged
-        // file's page cache, so the shard copy is avoided (serve: O_DIRECT for uncached random
-        // reads) or dropped behind the stream (drop_served_shard_pages).
         const bool client_direct = fi->flags & O_DIRECT;
         gguf::Served s;
-        if (client_direct || !of->random_direct) {
-            s.result = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
-            s.data = buf;
+        if (c.deferred) {
+            // A read that would wait for a remote server goes to a thread of c.deferred: the
+            // workers stay free for metadata and cached reads.
+            {
+                gguf::NoNetworkWaitScope no_wait;
+                s = read_request(*of, off, size, client_direct, buf, &failed_source);
+            }
+            if (s.result == -EWOULDBLOCK) {
+                // A copy: the job must not depend on fi (the kernel keeps the file open until
+                // the reply, but the copy costs one allocation per network read only).
+                auto job_of = std::make_shared<OpenFile>(*of);
+                if (c.deferred->submit(
+                        [req, &c, job_of, off, size, client_direct] {
+                            uint32_t failed = 0;
+                            char* b = thread_read_buffer(size);
+                            gguf::Served r = read_request(*job_of, off, size, client_direct, b, &failed);
+                            reply_read(req, c, *job_of, off, size, client_direct, r, failed);
+                        },
+                        [req] { fuse_reply_err(req, EIO); })) {
+                    return;
+                }
+                failed_source = 0;
+                s = read_request(*of, off, size, client_direct, buf, &failed_source);  // no pool: wait here
+            }
         } else {
-            s = of->file->serve(static_cast<uint64_t>(off), size, buf, &failed_source);
+            s = read_request(*of, off, size, client_direct, buf, &failed_source);
         }
-        if (s.result < 0) {
-            warn_read_failure(c, *of, static_cast<uint64_t>(off), size, s.result, failed_source);
-            fuse_reply_err(req, EIO);
-            return;
-        }
-        // Before the reply: once it is sent, a RELEASE may free `of` on another thread.
-        if (!client_direct && !s.direct) drop_served_shard_pages(*of->file, static_cast<uint64_t>(off), size);
-        fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
+        reply_read(req, c, *of, off, size, client_direct, s, failed_source);
     } catch (...) {
         fuse_reply_err(req, EIO);
     }

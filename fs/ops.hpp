@@ -47,9 +47,14 @@ inline constexpr double kFileAttrTimeoutSeconds = 86400.0;
 /// use, not per read.
 inline constexpr double kEntryTimeoutSeconds = 1.0;
 
+class DeferredReads;  // fs/deferred_reads.hpp
+
 /// What the handlers receive as libfuse userdata (the `userdata` of fuse_session_new).
 struct Context {
     LiveFilesystem* live = nullptr;
+    /// Where reads that would wait for a remote server are served (not owned; null: every read
+    /// is served on the worker that received it).
+    DeferredReads* deferred = nullptr;
     WarningLimiter read_warnings;   // rate limit for "shard read failed" warnings
     /// Check every open, opendir and lookup on the caller's own credentials (fs/access.hpp);
     /// set when the daemon can switch credentials (can_switch_credentials()).

@@ -28,6 +28,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "fs/access.hpp"
+#include "fs/deferred_reads.hpp"
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/self_read.hpp"
@@ -400,6 +401,8 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
 
     Context context;
     context.live = &live;
+    DeferredReads deferred;  // threads start with the first read that waits for a server
+    context.deferred = &deferred;
     context.check_callers = can_switch_credentials();
     if (context.check_callers) {
         spdlog::info("{}: access is checked on each caller's own credentials (open, opendir, lookup)", mnt);
@@ -509,6 +512,9 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     }
 
     sd_notify(0, "STOPPING=1");
+    // Reads still waiting for a server: queued ones get EIO, running ones end within the HTTP
+    // client's bound (remote/http.hpp). Before the session goes: they reply through it.
+    deferred.stop();
     if (stop_reader >= 0 && ::eventfd_write(stop_reader, 1) != 0) {
         spdlog::debug("{}: cannot signal the start-up reader: {}", mnt, std::strerror(errno));
     }

@@ -12,9 +12,13 @@
 #include <cstring>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 namespace gguf_mount::remote {
 
 namespace {
+
+constexpr long kMaxRedirects = 10;
 
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -45,7 +49,83 @@ bool parse_content_range(const std::string& v, uint64_t* a, uint64_t* b, uint64_
     return true;
 }
 
+/// Transport failures that may go away when asked again: refused or cut connections, time-outs,
+/// DNS (a resolver restarting). Not: TLS verification, a redirect loop, a redirect to another
+/// protocol (file:), a malformed URL, a refused answer (CURLE_WRITE_ERROR from our callbacks).
+bool transient(CURLcode rc) {
+    switch (rc) {
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_OPERATION_TIMEDOUT:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+        case CURLE_PARTIAL_FILE:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+        case CURLE_ABORTED_BY_CALLBACK:  // a stall or a rate below the floor
+            return true;
+        default:
+            return false;
+    }
+}
+
+/// The value of parameter `name` ("t") in a structured-field item list ("\"api\";r=0;t=3"),
+/// or "" when absent.
+std::string sf_param(const std::string& v, const std::string& name) {
+    size_t i = 0;
+    while (i < v.size()) {
+        size_t end = v.find_first_of(";,", i);
+        if (end == std::string::npos) end = v.size();
+        std::string item = trim(v.substr(i, end - i));
+        size_t eq = item.find('=');
+        if (eq != std::string::npos && lower(trim(item.substr(0, eq))) == name) return trim(item.substr(eq + 1));
+        i = end + 1;
+    }
+    return "";
+}
+
+/// A non-negative count of seconds ("3"), else -1 (at most 9 digits: a day is 5).
+long seconds_value(const std::string& v) {
+    if (v.empty() || v.size() > 9) return -1;
+    long n = 0;
+    for (char c : v) {
+        if (c < '0' || c > '9') return -1;
+        n = n * 10 + (c - '0');
+    }
+    return n;
+}
+
 }  // namespace
+
+std::chrono::milliseconds request_deadline(const HttpOptions& o, uint64_t bytes) noexcept {
+    const uint64_t rate = std::max<uint64_t>(1, o.min_bytes_per_second);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(o.net_timeout) * 2 +
+           std::chrono::milliseconds(bytes / rate * 1000 + (bytes % rate) * 1000 / rate);
+}
+
+RateLimitHint parse_rate_limit(const std::string& ratelimit, const std::string& retry_after, time_t now) {
+    RateLimitHint h;
+    const std::string rl = ratelimit.substr(0, 1024);
+    if (!rl.empty() && rl[0] == '"') {
+        size_t close = rl.find('"', 1);
+        if (close != std::string::npos) h.bucket = rl.substr(1, close - 1);
+    }
+    long t = seconds_value(sf_param(rl, "t"));
+    if (t < 0) t = seconds_value(sf_param(rl, "reset"));
+    long ra = -1;
+    const std::string r = trim(retry_after.substr(0, 1024));
+    if (!r.empty()) {
+        ra = seconds_value(r);
+        if (ra < 0) {
+            const time_t at = curl_getdate(r.c_str(), nullptr);
+            if (at > 0) ra = at > now ? static_cast<long>(at - now) : 0;
+        }
+    }
+    h.wait_seconds = std::max(t, ra);
+    return h;
+}
 
 bool is_http_url(const std::string& s) {
     std::string l = lower(s.substr(0, 8));
@@ -63,20 +143,54 @@ struct HttpClient::Attempt {
     std::string* page = nullptr;  // a whole page is asked for
     bool checked = false;     // status and Content-Range of the answer looked at
     std::string refused;      // why the body was refused (Range ignored, wrong range)
-    std::string content_range, etag, last_modified, retry_after, content_length, link;
+    std::string content_range, etag, last_modified, retry_after, content_length, link, content_encoding;
+    std::string ratelimit, ratelimit_policy, location;
     std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
     uint64_t total = 0;
-    std::chrono::steady_clock::time_point last_data = std::chrono::steady_clock::now();
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point last_data = Clock::now();
     std::chrono::seconds stall_limit{30};
     bool stalled = false;
+    // The rate floor: bytes received (headers and body) in the current window, which starts
+    // with the first byte of the answer.
+    uint64_t floor_bytes = 0;  // the least a window must bring
+    bool receiving = false;
+    Clock::time_point window_start;
+    uint64_t window_bytes = 0;
+    bool too_slow = false;
+    Clock::time_point deadline = Clock::time_point::max();
+    bool past_deadline = false;
 
-    /// Aborts a transfer that received nothing for stall_limit. (CURLOPT_LOW_SPEED_TIME averages
+    void received(size_t bytes) {
+        last_data = Clock::now();
+        if (!receiving) {
+            receiving = true;
+            window_start = last_data;
+        }
+        window_bytes += bytes;
+    }
+
+    /// Aborts a transfer that received nothing for stall_limit, brought less than floor_bytes
+    /// in a window of stall_limit, or outlived its deadline. (CURLOPT_LOW_SPEED_TIME averages
     /// the speed over a window of about 5 s, so a burst followed by silence was cut only after
     /// stall_limit + 6 s: measured 7 s for a 1 s limit.)
     static int on_progress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
         auto* a = static_cast<Attempt*>(self);
-        if (std::chrono::steady_clock::now() - a->last_data > a->stall_limit) {
+        const auto now = Clock::now();
+        if (now - a->last_data > a->stall_limit) {
             a->stalled = true;
+            return 1;
+        }
+        if (a->receiving && now - a->window_start >= a->stall_limit) {
+            if (a->window_bytes < a->floor_bytes) {
+                a->too_slow = true;
+                return 1;
+            }
+            a->window_start = now;
+            a->window_bytes = 0;
+        }
+        if (now >= a->deadline) {
+            a->past_deadline = true;
             return 1;
         }
         return 0;
@@ -84,17 +198,14 @@ struct HttpClient::Attempt {
 
     static size_t on_header(char* data, size_t size, size_t n, void* self) {
         auto* a = static_cast<Attempt*>(self);
-        a->last_data = std::chrono::steady_clock::now();
+        a->received(size * n);
         std::string line(data, size * n);
         if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100): forget the last
-            a->content_range.clear();
-            a->etag.clear();
-            a->last_modified.clear();
-            a->retry_after.clear();
-            a->content_length.clear();
-            a->link.clear();
-            a->error_code.clear();
-            a->error_message.clear();
+            for (std::string* h : {&a->content_range, &a->etag, &a->last_modified, &a->retry_after,
+                                   &a->content_length, &a->link, &a->content_encoding, &a->ratelimit,
+                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message}) {
+                h->clear();
+            }
             return size * n;
         }
         size_t colon = line.find(':');
@@ -109,7 +220,21 @@ struct HttpClient::Attempt {
         else if (name == "link") a->link = a->link.empty() ? value : a->link + ", " + value;
         else if (name == "x-error-code") a->error_code = value.substr(0, 64);
         else if (name == "x-error-message") a->error_message = value.substr(0, 512);
+        else if (name == "content-encoding") a->content_encoding = value;
+        else if (name == "ratelimit") a->ratelimit = value;
+        else if (name == "ratelimit-policy") a->ratelimit_policy = value;
+        else if (name == "location") a->location = value.substr(0, 8192);
         return size * n;
+    }
+
+    /// Sets `refused` when the answer is encoded (gzip, br, ...): its bytes are not the file's.
+    /// True when it is not.
+    bool identity() {
+        const std::string e = lower(content_encoding);
+        if (e.empty() || e == "identity") return true;
+        refused = "answer with Content-Encoding '" + content_encoding.substr(0, 64) +
+                  "' (gguf-mount asks for none and takes the file's own bytes only)";
+        return false;
     }
 
     /// Checks the answer before taking its first byte: only a 206 for exactly the asked range.
@@ -122,6 +247,7 @@ struct HttpClient::Attempt {
                                                                     "gguf-mount needs HTTP Range support "
                                                                     "(nginx, Apache and object stores have it)",
                                                           false);
+        if (!identity()) return false;
         uint64_t a = 0, b = 0, t = 0;
         if (!parse_content_range(content_range, &a, &b, &t)) {
             refused = "answer 206 without a valid Content-Range ('" + content_range + "')";
@@ -140,11 +266,12 @@ struct HttpClient::Attempt {
     static size_t on_body(char* data, size_t size, size_t n, void* self) {
         auto* a = static_cast<Attempt*>(self);
         const size_t bytes = size * n;
-        a->last_data = std::chrono::steady_clock::now();
+        a->received(bytes);
         long status = 0;
         curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
         if (a->page) {
             if (status != 200) return bytes;  // an error page: discard
+            if (a->page->empty() && !a->identity()) return 0;
             if (bytes > HttpClient::kMaxPageBytes - a->page->size()) {
                 a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
                 return 0;
@@ -189,7 +316,8 @@ void HttpClient::release(void* handle) {
     idle_.push_back(handle);
 }
 
-ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, long* retry_after) {
+ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, Clock::time_point deadline,
+                            RateLimitHint* hint, std::string* answered_by) {
     const uint64_t offset = ask.offset;
     const size_t len = ask.len;
     const bool head_only = ask.head_only;
@@ -213,9 +341,12 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     // 12.3/10.1/10.6 s, 336-422 MB/s against 332-360 (small, but in every pair).
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, kMaxRedirects);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // An https source never continues in plain http (its bytes and a signed URL would travel
+    // in the clear).
+    const bool https = lower(url.substr(0, 8)) == "https://";
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout * 1000);
     // A name lookup that outlasts the timeout is abandoned (its resolver thread ends on its own
     // when getaddrinfo returns). Without this, libcurl's threaded resolver waits for it: a DNS
@@ -223,6 +354,11 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     // timeout:30 attempts:3; curl KNOWN_BUGS "threaded resolver blocks").
     curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L);
     a.stall_limit = options_.net_timeout;
+    a.floor_bytes = options_.min_bytes_per_second * static_cast<uint64_t>(options_.net_timeout.count());
+    a.deadline = deadline;
+    // A backstop past the deadline that on_progress enforces with its own message.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count()) + 5000));
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &Attempt::on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &a);
@@ -261,11 +397,32 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    char* effective = nullptr;
+    curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &effective);
+    if (answered_by) *answered_by = effective ? effective : url;
     if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, EIO, status, false);
     if (rc != CURLE_OK) {
         std::string why = a.stalled ? "no data for " + std::to_string(timeout) + " s (stalled; --net-timeout)"
-                          : errbuf[0]  ? std::string(errbuf)
-                                       : std::string(curl_easy_strerror(rc));
+                          : a.too_slow
+                              ? "too slow: less than " + std::to_string(options_.min_bytes_per_second / 1024) +
+                                    " KiB/s over " + std::to_string(timeout) + " s (" +
+                                    std::to_string(a.window_bytes) + " bytes; the rate floor, --net-timeout)"
+                          : a.past_deadline || rc == CURLE_OPERATION_TIMEDOUT
+                              ? "no complete answer within the request's deadline (2 x --net-timeout + its size at " +
+                                    std::to_string(options_.min_bytes_per_second / 1024) + " KiB/s)"
+                          : errbuf[0] ? std::string(errbuf)
+                                      : std::string(curl_easy_strerror(rc));
+        // The Location libcurl refused to follow (relative to the URL that sent it).
+        auto to = a.location.empty() ? std::nullopt : parse_url(a.location, effective ? effective : url);
+        const std::string target = to ? url_for_message(to->url) : a.location.empty() ? "" : url_for_message(a.location);
+        const std::string target_scheme = lower(target.substr(0, target.find(':') + 1));
+        if (rc == CURLE_UNSUPPORTED_PROTOCOL && https && target_scheme == "http:") {
+            why = "redirected to " + target + ", which is plain http: an https source follows https redirects only";
+        } else if (rc == CURLE_UNSUPPORTED_PROTOCOL && !target.empty()) {
+            why = "redirected to " + target + ": only http and https redirects are followed";
+        } else if (rc == CURLE_TOO_MANY_REDIRECTS) {
+            why = "more than " + std::to_string(kMaxRedirects) + " redirects (a redirect loop?)";
+        }
         // TLS verification failures are not retried: they will not go away.
         bool tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                    rc == CURLE_SSL_CONNECT_ERROR;
@@ -281,10 +438,13 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
             why = "could not resolve host " + (parts ? parts->host : std::string("?")) + " within " +
                   std::to_string(timeout) + " s (DNS: no answer; --net-timeout)";
         }
-        throw HttpError(name + ": " + why, EIO, 0, !tls);
+        throw HttpError(name + ": " + why, EIO, 0, !tls && transient(rc));
     }
     if (status == 429 || status >= 500) {
-        if (status == 429) *retry_after = a.retry_after.empty() ? 0 : std::atol(a.retry_after.c_str());
+        if (status == 429) {
+            *hint = parse_rate_limit(a.ratelimit, a.retry_after, std::time(nullptr));
+            hint->policy = a.ratelimit_policy.substr(0, 256);
+        }
         std::string what = status == 429 ? "rate limited by the server (HTTP 429)"
                                          : "server error (HTTP " + std::to_string(status) + ")";
         throw HttpError(name + ": " + what, EIO, status, true);
@@ -297,6 +457,15 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         const std::string at = answered ? answered : url;
         throw HttpError(describe_hub_error(status, a.error_code, a.error_message, at, !auth.empty() && same_origin(at, url)),
                         status == 401 || status == 403 ? EACCES : ENOENT, status, false, a.error_code);
+    }
+    if (status == 400 && !ask.page && !head_only && effective && !same_origin(effective, url) &&
+        url.find("/resolve/") != std::string::npos) {
+        // The Hub's storage (its Xet bridge) refuses ranges of some very large files
+        // (xet-core#238, #592): plain HTTP cannot get them.
+        throw HttpError(name + ": the Hub's storage refused the range (HTTP 400 from " + url_for_message(effective) +
+                            "); some very large files are served only to the Xet protocol: download them with "
+                            "'hf download' (huggingface_hub with hf_xet) and mount the local directory",
+                        EIO, status, false);
     }
     if (status == 401 || status == 403) {
         throw HttpError(name + ": access denied (HTTP " + std::to_string(status) +
@@ -322,9 +491,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         char* type = nullptr;
         curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
         if (ask.content_type) *ask.content_type = type ? type : "";
-        char* final_url = nullptr;
-        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
-        if (ask.final_url) *ask.final_url = final_url ? final_url : url;
+        if (ask.final_url) *ask.final_url = effective ? effective : url;
         if (ask.link) *ask.link = a.link;
         info.size = a.page->size();
     } else if (head_only) {
@@ -332,6 +499,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
             throw HttpError(name + ": unexpected answer HTTP " + std::to_string(status) + " to HEAD", EIO, status,
                             false);
         }
+        if (!a.identity()) throw HttpError(name + ": " + a.refused, EIO, status, false);
         char* end = nullptr;
         unsigned long long n = std::strtoull(a.content_length.c_str(), &end, 10);
         if (a.content_length.empty() || *end) {
@@ -351,63 +519,122 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         }
         info.size = a.total;
         *ask.got = a.got;
-        if (ask.final_url) {
-            char* final_url = nullptr;
-            curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &final_url);
-            *ask.final_url = final_url ? final_url : url;
-        }
+        if (ask.final_url) *ask.final_url = effective ? effective : url;
     }
     info.validator = !a.etag.empty() ? a.etag : "lm:" + a.last_modified + ":" + std::to_string(info.size);
     return info;
 }
 
-ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask) {
-    const auto deadline = std::chrono::steady_clock::now() + options_.net_timeout;
+void HttpClient::wait_for_origin(const std::string& url, Clock::time_point limit) {
+    auto parts = parse_url(url);
+    if (!parts) return;
+    Clock::time_point until;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = limited_until_.find(parts->scheme + "://" + parts->host + ":" + parts->port);
+        if (it == limited_until_.end()) return;
+        until = it->second;
+    }
+    // Another request of this client was told to wait: do not ask before then.
+    const auto now = Clock::now();
+    if (until > now) std::this_thread::sleep_until(std::min(until, limit));
+}
+
+void HttpClient::note_rate_limited(const std::string& origin, Clock::time_point until, const RateLimitHint& hint) {
+    bool fresh = false;
+    const auto now = Clock::now();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = limited_until_.find(origin);
+        // A new limited period: not limited in the last minute (a window answered by several
+        // 429s in a row, or by many requests at once, is one).
+        fresh = it == limited_until_.end() || it->second + std::chrono::seconds(60) < now;
+        Clock::time_point& u = limited_until_[origin];
+        u = std::max(u, until);
+    }
+    if (!fresh) return;
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(until - now + std::chrono::milliseconds(500)).count();
+    spdlog::warn("{}: rate limited (HTTP 429{}{}): waiting {} s before asking again (at most {} s in all per request)",
+                 origin, hint.bucket.empty() ? "" : ", bucket \"" + hint.bucket + "\"",
+                 hint.policy.empty() ? "" : ", policy " + hint.policy, std::max<int64_t>(secs, 0),
+                 options_.rate_limit_patience.count());
+}
+
+ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::time_point deadline) {
+    const uint64_t bytes = ask.page ? kMaxPageBytes : ask.len;
+    auto start = Clock::now();
+    if (deadline == Clock::time_point{}) deadline = start + request_deadline(options_, bytes);
+    const auto patience_end = start + options_.rate_limit_patience;
+    auto retry_until = start + options_.net_timeout;  // no retry starts after this
     auto delay = options_.backoff;
     bool token_reread = false;
-    for (unsigned attempt = 1;; ++attempt) {
+    auto limited_delay = std::chrono::milliseconds(1000);  // a 429 that does not say how long
+    for (unsigned attempt = 1;;) {
+        wait_for_origin(url, patience_end);
         void* h = acquire();
-        long retry_after = -1;
+        RateLimitHint hint;
+        std::string answered_by;
         try {
-            ObjectInfo info = once(h, url, ask, &retry_after);
+            ObjectInfo info = once(h, url, ask, deadline, &hint, &answered_by);
             release(h);
             return info;
         } catch (const HttpError& e) {
             release(h);
-            // A refused token may have been rotated: re-read it once and ask again.
+            // A refused token may have been rotated: re-read it once and ask again (not an attempt).
             if (e.status() == 401 && !token_reread && options_.bearer_supply && same_origin(url, options_.bearer_origin)) {
                 token_reread = true;
-                if (options_.bearer_supply->refresh()) {
-                    --attempt;
-                    continue;
-                }
+                if (options_.bearer_supply->refresh()) continue;
             }
-            auto wait = retry_after > 0 ? std::chrono::milliseconds(retry_after * 1000) : delay;
-            if (!e.retryable() || attempt >= options_.attempts || std::chrono::steady_clock::now() + wait > deadline) {
+            const auto now = Clock::now();
+            if (e.status() == 429) {
+                // Waited out (within the patience), not counted as an attempt.
+                const auto wait = hint.wait_seconds >= 0
+                                      ? std::chrono::milliseconds(std::max(1L, hint.wait_seconds) * 1000)
+                                      : limited_delay;
+                if (now + wait > patience_end) {
+                    throw HttpError(std::string(e.what()) + (hint.bucket.empty() ? "" : " (bucket \"" + hint.bucket + "\")") +
+                                        ": still limited after waiting " +
+                                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+                                        " s (the wait is bounded at " + std::to_string(options_.rate_limit_patience.count()) +
+                                        " s per request)",
+                                    e.sys_errno(), e.status(), true);
+                }
+                auto parts = parse_url(answered_by.empty() ? url : answered_by);
+                if (parts) note_rate_limited(parts->scheme + "://" + parts->host + ":" + parts->port, now + wait, hint);
+                std::this_thread::sleep_for(wait);
+                if (hint.wait_seconds < 0) limited_delay = std::min(limited_delay * 2, std::chrono::milliseconds(30000));
+                // The time spent waiting is not the server's failing: the other bounds start again.
+                const auto resumed = Clock::now();
+                deadline = std::max(deadline, resumed + request_deadline(options_, bytes));
+                retry_until = resumed + options_.net_timeout;
+                continue;
+            }
+            if (!e.retryable() || attempt >= options_.attempts || now + delay > std::min(retry_until, deadline)) {
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
                 throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
             }
-            std::this_thread::sleep_for(wait);
+            std::this_thread::sleep_for(delay);
             delay *= 2;
+            ++attempt;
         }
     }
 }
 
 ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
-                                 std::string* final_url) {
+                                 std::string* final_url, Clock::time_point deadline) {
     Ask ask;
     ask.final_url = final_url;
     ask.offset = offset;
     ask.len = len;
     ask.dst = dst;
     ask.got = got;
-    return perform(url, ask);
+    return perform(url, ask, deadline);
 }
 
 ObjectInfo HttpClient::head(const std::string& url) {
     Ask ask;
     ask.head_only = true;
-    return perform(url, ask);
+    return perform(url, ask, {});
 }
 
 std::string HttpClient::get_page(const std::string& url, std::string* content_type, std::string* final_url,
@@ -418,7 +645,7 @@ std::string HttpClient::get_page(const std::string& url, std::string* content_ty
     ask.page = &body;
     ask.content_type = content_type;
     ask.final_url = final_url;
-    perform(url, ask);
+    perform(url, ask, {});
     return body;
 }
 

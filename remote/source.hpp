@@ -107,6 +107,15 @@ public:
     BlockCache& cache() noexcept { return cache_; }
     const RemoteOptions& options() const noexcept { return options_; }
 
+    /// Records that a HEAD of `url` answers validator `head` while its ranged GETs answer `get`
+    /// (servers that compute ETags per method or encoding), so head_names() lets later
+    /// revalidations trust the HEAD instead of paying a ranged GET of the first block per file
+    /// each time. Logs once per server. For this context's life only. Never throws.
+    void note_head_validator(const std::string& url, const std::string& head, const std::string& get) noexcept;
+    /// True when note_head_validator recorded that `url`'s HEAD validator `head` stands for GET
+    /// validator `get`. Never throws.
+    bool head_names(const std::string& url, const std::string& head, const std::string& get) const noexcept;
+
     /// Queues `job` for a background worker. Never throws (a job that cannot be queued is
     /// dropped: read-ahead is best effort).
     void submit(std::function<void()> job) noexcept;
@@ -149,6 +158,9 @@ private:
     HttpClient http_;
     BlockCache cache_;
     std::shared_ptr<BufferPool> pool_;
+    mutable std::mutex head_mutex_;
+    std::map<std::string, std::pair<std::string, std::string>> head_validators_;  // url -> {HEAD, GET}
+    std::set<std::string> head_logged_;  // origins whose HEAD/GET difference was logged
     std::mutex kept_mutex_;
     std::deque<std::pair<std::weak_ptr<const RemoteSource>, uint64_t>> kept_;  // under kept_mutex_, oldest first
     mutable std::mutex mutex_;
@@ -177,8 +189,11 @@ private:
 /// cache) and a commit thread makes it durable and present (fdatasync + rename). The block
 /// stays in memory while it is among the context's last kept_blocks fetched blocks (readers
 /// behind the read-ahead find it there), then readers read it from the cache.
-/// A fetch whose answer has another validator marks the source changed(): no byte of the new
-/// version is ever served through it.
+/// Every fetched answer is checked against the version the source was opened on (validator
+/// and size; size only for open_known): an answer of another version is asked once more, then
+/// that read fails with EIO. No byte of another version is ever served, so changed() is never
+/// true: cached blocks stay served, and reads recover when the server answers the known version
+/// again (one bogus 206 from a backend that disagrees does not fail the file for good).
 /// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
 /// used for the next blocks until a request to it fails; then the given URL is asked again
 /// (resolving anew) once for that block.
@@ -203,7 +218,7 @@ public:
     ~RemoteSource() override;
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
     uint64_t size() const noexcept override { return info_.size; }
-    bool changed() const noexcept override { return changed_.load(); }
+    bool changed() const noexcept override { return false; }
     std::string display_name() const override { return name_; }
     std::string validator() const override { return info_.validator; }
 
@@ -297,7 +312,7 @@ private:
     std::string key_;
     bool size_only_ = false;  // open_known: the validator of answers is not compared
     mutable std::string location_;  // URL after redirects of the last good answer ("" = url_); under mutex_
-    mutable std::atomic<bool> changed_{false};
+    mutable std::atomic<bool> other_version_logged_{false};
     mutable std::atomic<uint64_t> bytes_fetched_{0};
     mutable std::atomic<bool> offline_logged_{false};
     mutable std::atomic<bool> store_failure_logged_{false};
@@ -305,7 +320,11 @@ private:
     mutable std::atomic<uint64_t> advised_{0};  // read_ahead handled blocks up to this one
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
-    mutable std::set<uint64_t> fetching_;  // blocks being downloaded
+    mutable std::map<uint64_t, uint64_t> fetching_;  // blocks being downloaded -> serial of that fetch
+    mutable uint64_t fetch_serial_ = 0;              // under mutex_
+    /// Blocks whose last fetch failed -> {its serial, -errno}: what the readers that waited for
+    /// that fetch return (erased when a fetch of the block succeeds).
+    mutable std::map<uint64_t, std::pair<uint64_t, int>> failed_;
     /// Fetched blocks in memory: being stored, or stored and kept (kept_) for readers.
     mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;
     mutable std::set<uint64_t> kept_;     // blocks of fresh_ registered with RemoteContext::keep

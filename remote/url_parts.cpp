@@ -72,10 +72,14 @@ std::string url_quote(std::string_view text, bool keep_slash) {
     while (start <= text.size()) {
         size_t end = keep_slash ? text.find('/', start) : std::string_view::npos;
         std::string_view seg = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-        char* escaped = curl_easy_escape(nullptr, seg.data(), static_cast<int>(seg.size()));
-        if (escaped == nullptr) throw gguf::Error(gguf::Code::BadValue, "cannot URL-encode a path segment");
-        out += escaped;
-        curl_free(escaped);
+        // curl_easy_escape reads a length of 0 as "up to the NUL": an empty segment (a leading,
+        // trailing or doubled '/') would encode the whole rest of the text. It has nothing to encode.
+        if (!seg.empty()) {
+            char* escaped = curl_easy_escape(nullptr, seg.data(), static_cast<int>(seg.size()));
+            if (escaped == nullptr) throw gguf::Error(gguf::Code::BadValue, "cannot URL-encode a path segment");
+            out += escaped;
+            curl_free(escaped);
+        }
         if (end == std::string_view::npos) break;
         out += '/';
         start = end + 1;

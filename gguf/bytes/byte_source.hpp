@@ -44,6 +44,28 @@ public:
     virtual std::string validator() const = 0;
 };
 
+/// While an object of this class lives on a thread, ByteSource::pread calls made on that
+/// thread that would have to wait for the network (a block that is neither cached nor in
+/// memory, or being fetched by another thread) return -EWOULDBLOCK at once instead of waiting.
+/// The FUSE read handler serves such reads on its own threads (fs/deferred_reads.hpp), so a
+/// slow server never holds the workers that answer stat, readdir and cached reads. Nests.
+class NoNetworkWaitScope {
+public:
+    NoNetworkWaitScope() noexcept : previous_(active()) { active() = true; }
+    ~NoNetworkWaitScope() { active() = previous_; }
+    NoNetworkWaitScope(const NoNetworkWaitScope&) = delete;
+    NoNetworkWaitScope& operator=(const NoNetworkWaitScope&) = delete;
+    /// True on a thread inside such a scope. Never throws.
+    static bool on() noexcept { return active(); }
+
+private:
+    static bool& active() noexcept {
+        thread_local bool flag = false;
+        return flag;
+    }
+    bool previous_;
+};
+
 /// The default implementation for a local file: an open descriptor read with pread_full,
 /// changed() when fstat no longer shows the size and mtime it had when opened. The read path
 /// of VirtualFile does not go through it (it keeps its own descriptor fast path); it is the

@@ -14,11 +14,16 @@ string contains TEXT, e.g. one signed URL's signature),
 "fault": KIND, "skip": S (default 0), "times": N (default -1 = every matching request), ...}:
 the rule lets its first S matching requests through, then applies to the next N. Rules are
 tried in order and each counts the matching requests it sees; the first that applies wins and
-the rules after it do not see that request. Kinds: stall (seconds, after_bytes), drop
-(after_bytes), status (status), retry_after (seconds), etag (etag), ignore_range, redirect
-(location), no_validators (the file is served without ETag and Last-Modified, as some
-servers do). Counters restart whenever the file's content
-changes (a new generation).
+the rules after it do not see that request. A rule with "method" applies to that method only
+("HEAD"); one with "range_from": N only to ranged requests whose first byte is at N or later.
+Kinds: stall (seconds, after_bytes), drop (after_bytes), status (status), retry_after
+(seconds), etag (etag), ignore_range, redirect (location), no_validators (the file is served
+without ETag and Last-Modified, as some servers do), drip (bytes_per_second: the body
+is sent that slowly), gzip (the answer carries "Content-Encoding: gzip" and a gzip stream cut
+or padded to the asked length), rate_limit (seconds, t, bucket: every matching request within
+`seconds` of the first one it answers gets 429 with only "RateLimit: "BUCKET";r=0;t=T" and
+"RateLimit-Policy", no Retry-After, as the Hub sends). Counters restart whenever the file's
+content changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
 in tests/remote/servers.cpp, plus "seq", the request's arrival number (lines are written when a
@@ -26,6 +31,7 @@ response ends, so concurrent requests may be logged out of arrival order).
 """
 
 import email.utils
+import gzip
 import http.server
 import json
 import os
@@ -46,7 +52,13 @@ _uses = []
 _seq = 0
 
 
-def take_fault(path, query=""):
+def range_start(header):
+    """The first byte a "bytes=a-b" Range asks for, or None."""
+    m = re.fullmatch(r"\s*bytes\s*=\s*(\d+)\s*-.*", header or "")
+    return int(m.group(1)) if m else None
+
+
+def take_fault(path, query="", method="GET", rng=None):
     """Returns the rule that applies to this request (consuming one use) or None."""
     global _rules_text, _rules, _uses
     try:
@@ -65,6 +77,12 @@ def take_fault(path, query=""):
                 continue
             if rule.get("query", "") not in query:
                 continue
+            if rule.get("method", method) != method:
+                continue
+            if "range_from" in rule:
+                start = range_start(rng)
+                if start is None or start < int(rule["range_from"]):
+                    continue
             times = rule.get("times", -1)
             skip = rule.get("skip", 0)
             _uses[i] += 1
@@ -111,6 +129,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "status": str(status),
             "range": self.headers.get("Range", ""),
             "authorization": self.headers.get("Authorization", ""),
+            "accept_encoding": self.headers.get("Accept-Encoding", ""),
             "bytes_sent": str(body_bytes + header_bytes),
             "body_bytes_sent": str(body_bytes),
         }
@@ -145,8 +164,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._seq = _seq
         split = urllib.parse.urlsplit(self.path)
         path = split.path
-        rule = take_fault(path, split.query)
+        rule = take_fault(path, split.query, self.command, self.headers.get("Range"))
         kind = rule.get("fault") if rule else None
+        if kind == "rate_limit":
+            with _lock:
+                first = rule.setdefault("_first", time.monotonic())
+            if time.monotonic() - first < float(rule.get("seconds", 4)):
+                bucket = rule.get("bucket", "api")
+                self._simple(429, [("RateLimit", '"%s";r=0;t=%d' % (bucket, int(rule.get("t", 3)))),
+                                   ("RateLimit-Policy", '"fiveminutes";q=500;w=300')], b"rate limited\n")
+                return
+            kind = None
         if kind == "stall" and "after_bytes" not in rule:
             time.sleep(float(rule.get("seconds", 1)))
         if kind == "status":
@@ -182,8 +210,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 headers.append(("Content-Range", "bytes %d-%d/%d" % (start, end, size)))
         length = end - start + 1 if size > 0 else 0
         headers.append(("Content-Length", str(length)))
+        if kind == "gzip":
+            headers.append(("Content-Encoding", "gzip"))
         hb = self._head(status, headers)
         sent = 0
+        if self.command == "GET" and kind == "gzip":
+            with open(real, "rb") as f:
+                f.seek(start)
+                body = gzip.compress(f.read(length))
+            body = (body + b"\0" * length)[:length]
+            self.wfile.write(body)
+            self._log(status, len(body), hb)
+            return
+        if self.command == "GET" and kind == "drip":
+            pause = 1.0 / float(rule.get("bytes_per_second", 1))
+            with open(real, "rb") as f:
+                f.seek(start)
+                try:
+                    while sent < length:
+                        self.wfile.write(f.read(1))
+                        self.wfile.flush()
+                        sent += 1
+                        time.sleep(pause)
+                except OSError:  # the client gave up
+                    pass
+            self.close_connection = True
+            self._log(status, sent, hb)
+            return
         if self.command == "GET":
             limit = length
             if kind in ("drop", "stall") and "after_bytes" in rule:

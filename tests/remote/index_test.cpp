@@ -364,3 +364,12 @@ TEST(IndexLive, RealNginxHtmlAndJsonListingsMatchTheTree) {
 }
 
 }  // namespace
+
+TEST(UrlParts, QuoteKeepsEmptySegmentsEmpty) {
+    // curl_easy_escape takes a length of 0 as "up to the NUL": an empty segment once encoded
+    // the rest of the text, slashes included.
+    EXPECT_EQ(gguf_mount::remote::url_quote("/team a/x+y.gguf", true), "/team%20a/x%2By.gguf");
+    EXPECT_EQ(gguf_mount::remote::url_quote("a//b/", true), "a//b/");
+    EXPECT_EQ(gguf_mount::remote::url_quote("", true), "");
+    EXPECT_EQ(gguf_mount::remote::url_quote("a/b", false), "a%2Fb");
+}

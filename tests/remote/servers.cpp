@@ -75,6 +75,7 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.status = static_cast<int>(to_u64(j.value("status", nlohmann::json("0"))));
         e.range = str_field(j, "range");
         e.authorization = str_field(j, "authorization");
+        e.accept_encoding = str_field(j, "accept_encoding");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
         e.seq = to_u64(j.value("seq", nlohmann::json(0)));
@@ -284,7 +285,8 @@ std::string NginxServer::config_text() const {
       << "  scgi_temp_path " << p << "/scgi;\n"
       << "  log_format gguf_json escape=json '{\"port\":\"$server_port\",\"method\":\"$request_method\","
          "\"uri\":\"$request_uri\",\"request\":\"$request\",\"status\":\"$status\",\"range\":\"$http_range\","
-         "\"authorization\":\"$http_authorization\",\"bytes_sent\":\"$bytes_sent\","
+         "\"authorization\":\"$http_authorization\",\"accept_encoding\":\"$http_accept_encoding\","
+         "\"bytes_sent\":\"$bytes_sent\","
          "\"body_bytes_sent\":\"$body_bytes_sent\"}';\n"
       << "  access_log " << p << "/access.log gguf_json;\n"
       << "  sendfile on;\n"

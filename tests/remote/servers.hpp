@@ -28,6 +28,7 @@ struct AccessEntry {
     int status = 0;               // HTTP status sent (nginx: 499 when the client went away)
     std::string range;            // the Range header as sent, "" when absent ("bytes=0-99")
     std::string authorization;    // the Authorization header as sent, "" when absent
+    std::string accept_encoding;  // the Accept-Encoding header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
     uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0
@@ -167,6 +168,14 @@ private:
 ///   {"fault": "ignore_range"}                            200 with the whole body
 ///   {"fault": "redirect", "location": "http://..."}      302 to location + request path
 ///   {"fault": "no_validators"}                           the file without ETag and Last-Modified
+///   {"fault": "drip", "bytes_per_second": 1}             the body at that rate
+///   {"fault": "gzip"}                                    "Content-Encoding: gzip", a gzip stream
+///                                                        of the asked length
+///   {"fault": "rate_limit", "seconds": 4, "t": 3}        429 with only "RateLimit: "api";r=0;t=3"
+///                                                        (+ RateLimit-Policy) for 4 s from the
+///                                                        first request it answers
+/// Any rule may also have "method": "HEAD" (that method only) and "range_from": N (ranged
+/// requests whose first byte is at N or later only).
 /// Requests are logged as JSON lines (AccessEntry fields), read with access_log().
 class FaultServer {
 public:
