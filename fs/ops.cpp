@@ -30,7 +30,7 @@
 
 #include "fs/access.hpp"
 #include "fs/deferred_reads.hpp"
-#include "gguf/byte_source.hpp"
+#include "gguf/bytes/byte_source.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::fs {

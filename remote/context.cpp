@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "gguf/threads.hpp"
+#include "common/threads.hpp"
 
 namespace gguf_mount::remote {
 
