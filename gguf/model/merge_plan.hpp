@@ -7,6 +7,7 @@
 #include "gguf/bytes/layout.hpp"
 #include "gguf/bytes/logical_file.hpp"
 #include "gguf/bytes/virtual_file.hpp"
+#include "gguf/model/kv_override.hpp"
 #include "gguf/model/split_set.hpp"
 
 namespace gguf {
@@ -24,6 +25,12 @@ namespace gguf {
 /// index), as set_parts(set) lists them.
 VirtualLayout plan_merge(const SplitSet& set);
 
+/// The merged file of `set` with KV overrides: the KV list above (split.count rewritten to 0 at
+/// the end, as the merge writes it) edited by apply_kv_overrides, the rest as plan_merge(set);
+/// only the padding before the data section follows the new header size. Empty `overrides`
+/// give exactly plan_merge(set). Throws what apply_kv_overrides throws.
+VirtualLayout plan_merge(const SplitSet& set, const KvOverrides& overrides);
+
 /// The physical parts of every shard of `set`, in shard order: the sources of plan_merge(set).
 std::vector<FilePart> set_parts(const SplitSet& set);
 
@@ -32,5 +39,23 @@ std::vector<FilePart> set_parts(const SplitSet& set);
 /// VirtualFile::open (gguf::Error(Io) naming a part that cannot be opened, Code::BadSplit when a
 /// part changed since the set was read).
 VirtualFile open_merged(const SplitSet& set);
+
+/// open_merged with KV overrides (plan_merge(set, overrides)). Throws like both.
+VirtualFile open_merged(const SplitSet& set, const KvOverrides& overrides);
+
+/// A single unsplit GGUF file (one file, or byte-split parts read as one) whose header was read
+/// as `header`, served with KV overrides: the header rendered from
+/// apply_kv_overrides(header.kvs, overrides) and the same tensor infos (offsets unchanged;
+/// n_dims written without trailing 1s, as ggml's writer writes them), zero padding to the
+/// file's alignment, then the original bytes [header.data_offset, end of file) as they are.
+/// A file without tensors has no data section: it is the new header padded to 32 bytes (what
+/// ggml's writer writes). Source extents index file.parts. Throws gguf::Error(Code::BadSplit)
+/// when `header` has split.count above 1 (a shard: merge its set instead), Code::TooLarge when
+/// the result would exceed 2^63 - 1 bytes, and what apply_kv_overrides throws.
+VirtualLayout plan_edited_file(const Header& header, const LogicalFile& file, const KvOverrides& overrides);
+
+/// The edited single file, ready to read: reads the header of `file` (read_header, strict),
+/// plans it (plan_edited_file) and opens its parts (VirtualFile::open). Throws like those.
+VirtualFile open_edited(const LogicalFile& file, const KvOverrides& overrides);
 
 }  // namespace gguf
