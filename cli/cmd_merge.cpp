@@ -163,10 +163,9 @@ std::string state_path(const std::string& output) {
 /// unchanged.
 std::string plan_identity(const gguf::VirtualFile& vf) {
     std::string id = "gguf-mount merge-state v1\nsize " + std::to_string(vf.size()) + "\n";
-    for (const gguf::SourceFile& s : vf.sources()) {
-        const std::string v = s.remote ? s.remote->validator() : std::string();
-        id += "source " + std::to_string(s.remote ? s.remote->size() : 0) + " " + gguf::escape(v) + " " +
-              gguf::escape(s.path) + "\n";
+    for (const auto& s : vf.sources()) {
+        id += "source " + std::to_string(s->size()) + " " + gguf::escape(s->validator()) + " " +
+              gguf::escape(s->display_name()) + "\n";
     }
     return id;
 }

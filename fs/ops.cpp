@@ -3,15 +3,16 @@
 //
 // Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
 //  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
-//  - reads pread (or, for uncached random reads, pread with O_DIRECT: VirtualFile::serve) into
-//    a per-thread buffer allocated once and reply with fuse_reply_buf: never
+//  - reads go through VirtualFile::serve (one walk of the extent table; the byte sources pick
+//    buffered, O_DIRECT or drop-behind reads) into a per-thread buffer allocated once and reply
+//    with fuse_reply_buf: never
 //    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
 //    (measured 0.15 GiB/s);
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
 //    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts: see fs/ops.hpp;
-//  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot.
-//  - shard pages behind served reads are dropped (drop_served_shard_pages), so a model read
-//    through the mount is cached once, not twice.
+//  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot;
+//  - shard pages behind served reads are dropped by their sources (gguf::CopyKept::ByReader),
+//    so a model read through the mount is cached once, not twice.
 #include "fs/ops.hpp"
 
 #include <fcntl.h>
@@ -84,41 +85,23 @@ char* thread_read_buffer(size_t len) {
     return buf.get();
 }
 
-/// Logs (rate-limited) one warning naming the shard and the byte range that failed.
-void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t len, ssize_t err,
-                       uint32_t failed_source) {
+/// Logs (rate-limited) one warning naming the shard and the byte range that failed (`s`, as
+/// VirtualFile::serve returned it).
+void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, const gguf::Served& s) {
     uint64_t suppressed = 0;
     if (!c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) return;
 
     const gguf::VirtualFile& vf = *of.file;
-    std::string shard = failed_source < vf.sources().size() ? vf.sources()[failed_source].path : "?";
-    // Locate the failing piece in the shard (no I/O: walk the extent table).
-    uint64_t shard_offset = 0, shard_len = 0;
-    bool found = false;
-    vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
-        if (found || p.extent->kind != gguf::Extent::Kind::Source || p.extent->source != failed_source) return;
-        found = true;
-        shard_offset = p.extent->source_offset + p.skip;
-        shard_len = p.length;
-    });
-    std::string why = std::strerror(static_cast<int>(-err));
-    if (failed_source < vf.sources().size()) {
-        const gguf::SourceFile& src = vf.sources()[failed_source];
-        struct stat now {};
-        if (src.remote) {
-            if (src.remote->changed()) why = "the remote file changed since it was opened (validator differs)";
-        } else if (::fstat(src.fd.get(), &now) == 0) {
-            if (now.st_size < src.st.st_size) {
-                why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
-                      std::to_string(src.st.st_size) + " when opened";
-            } else if (vf.source_changed(failed_source)) {
-                why = "the file was modified in place since it was opened (size or mtime changed)";
-            }
-        }
+    const bool known = s.failed_source < vf.sources().size();
+    const std::string shard = known ? vf.sources()[s.failed_source]->display_name() : "?";
+    std::string why = std::strerror(static_cast<int>(-s.result));
+    if (known) {
+        std::string reason = vf.sources()[s.failed_source]->failure_reason();
+        if (!reason.empty()) why = std::move(reason);
     }
     std::string tail = suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "";
     spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}", shard,
-                 shard_len, shard_offset, why, of.path, offset, tail);
+                 s.failed_length, s.failed_offset, why, of.path, offset, tail);
 }
 
 /// 0 when the caller of `req` may access `node`'s source paths with `mode` as a direct open
@@ -143,40 +126,6 @@ void reply_entry(fuse_req_t req, Context& c, const Node& node) {
     // Counted before the reply: a FORGET for it may arrive as soon as the kernel has it.
     c.live->remember_lookup(node.ino, node.attr);
     if (fuse_reply_entry(req, &e) != 0) c.live->forget(node.ino, 1);
-}
-
-/// Shard pages are dropped in whole blocks of this size, the largest page-cache folio on x86-64
-/// (PMD size): posix_fadvise(POSIX_FADV_DONTNEED) only evicts folios that lie entirely inside
-/// its range, and ext4 caches sequentially read files in folios of up to 2 MiB, so dropping
-/// exactly the 1 MiB a request read evicted nothing (measured: 0.96x the model still cached in
-/// the shards after one full read).
-constexpr uint64_t kDropBlock = uint64_t{2} << 20;
-/// ...and only this far behind the bytes just served: the kernel has up to max_background (12)
-/// readahead requests of 1 MiB in flight, served out of order by the worker threads, and pages
-/// dropped before another request copied them would be read from disk a second time.
-constexpr uint64_t kDropLag = uint64_t{16} << 20;
-
-/// Drops the shard pages behind a read that was just served to the page cache: the kernel keeps
-/// those bytes in the merged file's own page cache (keep_cache), so the shard copy would only
-/// double what a loaded model costs in memory (bench/run.sh: 1.96x the model size cached after
-/// one full read without this, 1.03x with it; cold sequential reads got faster, not slower,
-/// because freed pages are reused instead of fresh ones being faulted in). For each shard run
-/// [a, b) of the request it drops the 2 MiB blocks of [a, b) shifted kDropLag back, so the
-/// last kDropLag + kDropBlock bytes of each shard stay cached. Best effort: errors are ignored.
-void drop_served_shard_pages(const gguf::VirtualFile& vf, uint64_t offset, size_t len) noexcept {
-    vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
-        if (p.extent->kind != gguf::Extent::Kind::Source || vf.sources()[p.extent->source].remote) return;
-        const uint64_t a = p.extent->source_offset + p.skip;
-        uint64_t hi = (a + p.length) / kDropBlock * kDropBlock;
-        if (hi <= kDropLag) return;
-        hi -= kDropLag;
-        uint64_t lo = a / kDropBlock * kDropBlock;
-        lo = lo > kDropLag ? lo - kDropLag : 0;
-        if (hi > lo) {
-            ::posix_fadvise(vf.sources()[p.extent->source].fd.get(), static_cast<off_t>(lo),
-                            static_cast<off_t>(hi - lo), POSIX_FADV_DONTNEED);
-        }
-    });
 }
 
 // ---- handlers -----------------------------------------------------------------------------
@@ -342,26 +291,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
             return;
         }
         char* buf = thread_read_buffer(size);
-        uint32_t failed_source = 0;
-        // An O_DIRECT reader bypasses the merged file's page cache, so the shard cache is its
-        // only one: plain buffered reads, nothing dropped. Every other read fills the merged
-        // file's page cache, so the shard copy is avoided (serve: O_DIRECT for uncached random
-        // reads) or dropped behind the stream (drop_served_shard_pages).
-        const bool client_direct = fi->flags & O_DIRECT;
-        gguf::Served s;
-        if (client_direct || !of->random_direct) {
-            s.result = of->file->read(static_cast<uint64_t>(off), size, buf, &failed_source);
-            s.data = buf;
-        } else {
-            s = of->file->serve(static_cast<uint64_t>(off), size, buf, &failed_source);
-        }
+        // Who keeps a copy decides the sources' page-cache policy (gguf::CopyKept): an O_DIRECT
+        // reader bypasses the merged file's page cache, so the sources' cache is its only one;
+        // every other read fills the merged file's page cache, so the sources avoid a second
+        // copy (O_DIRECT for uncached random reads of merged sets and byte-split files, whose
+        // descriptors are pinned; drop-behind of streams).
+        const gguf::CopyKept kept = (fi->flags & O_DIRECT) ? gguf::CopyKept::None
+                                    : of->random_direct    ? gguf::CopyKept::ByReaderDirect
+                                                           : gguf::CopyKept::ByReader;
+        const gguf::Served s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);
         if (s.result < 0) {
-            warn_read_failure(c, *of, static_cast<uint64_t>(off), size, s.result, failed_source);
+            warn_read_failure(c, *of, static_cast<uint64_t>(off), s);
             fuse_reply_err(req, EIO);
             return;
         }
-        // Before the reply: once it is sent, a RELEASE may free `of` on another thread.
-        if (!client_direct && !s.direct) drop_served_shard_pages(*of->file, static_cast<uint64_t>(off), size);
         fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
     } catch (...) {
         fuse_reply_err(req, EIO);

@@ -143,50 +143,16 @@ private:
         }
     }
 
-    [[noreturn]] void truncated(const SourceFile& src, uint64_t at) const {
-        struct stat st {};
-        std::string size = ::fstat(src.fd.get(), &st) == 0 ? std::to_string(st.st_size) : std::string("?");
-        throw Error(Code::Truncated, src.path + ": file ends before offset " + std::to_string(at) + " (it has " + size +
-                                         " bytes; truncated or changed while being copied)");
-    }
-
-    uint64_t source_size(const SourceFile& src) const {
-        struct stat st {};
-        if (::fstat(src.fd.get(), &st) != 0) throw_io(src.path + ": cannot stat", errno);
-        return static_cast<uint64_t>(st.st_size);
-    }
-
-    /// Copies a Source extent read through a ByteSource (no holes, no copy_file_range).
-    void copy_remote(const SourceFile& src, const Extent& e) {
-        if (!remote_buffer_) remote_buffer_ = std::make_unique<char[]>(kRemoteCopyChunk);
-        for (uint64_t done = 0; done < e.length;) {
-            check_cancel();
-            const uint64_t at = e.source_offset + done;
-            const size_t want = static_cast<size_t>(std::min(e.length - done, kRemoteCopyChunk));
-            const ssize_t n = src.remote->pread(remote_buffer_.get(), want, at);
-            if (n < 0) {
-                throw Error(Code::Io, src.path + ": read failed at offset " + std::to_string(at) + ": " +
-                                          std::strerror(static_cast<int>(-n)), static_cast<int>(-n));
-            }
-            if (static_cast<size_t>(n) < want) {
-                throw Error(Code::Truncated, src.path + ": ends before offset " + std::to_string(at + want) +
-                                                 " (it has " + std::to_string(src.remote->size()) + " bytes)");
-            }
-            write_memory(remote_buffer_.get(), want, e.start + done);
-            stats_.buffered_bytes += want;
-            report(want);
-            done += want;
-        }
+    [[noreturn]] void truncated(const ByteSource& src, uint64_t at) const {
+        const int64_t now = src.current_size();
+        const std::string size = now >= 0 ? std::to_string(now) : std::string("?");
+        throw Error(Code::Truncated, src.display_name() + ": file ends before offset " + std::to_string(at) +
+                                         " (it has " + size + " bytes; truncated or changed while being copied)");
     }
 
     /// Copies Source extent `e`, skipping holes of the source when enabled.
     void copy_source(const Extent& e) {
-        const SourceFile& src = vf_.sources().at(e.source);
-        if (src.remote) {
-            copy_remote(src, e);
-            return;
-        }
-        const int in = src.fd.get();
+        const ByteSource& src = *vf_.sources().at(e.source);
         uint64_t pos = e.source_offset;
         const uint64_t end = e.source_offset + e.length;
         const uint64_t out_base = e.start - e.source_offset;  // out offset = pos + out_base (mod 2^64)
@@ -194,11 +160,13 @@ private:
             check_cancel();
             uint64_t data_end = end;
             if (holes_) {
-                off_t d = ::lseek(in, static_cast<off_t>(pos), SEEK_DATA);
-                if (d < 0 && errno == ENXIO) {
+                int64_t d = src.seek(pos, false);
+                if (d == -ENXIO) {
                     // No data at or after pos: either a hole to the end of the file or past EOF.
-                    if (source_size(src) < end) truncated(src, end);
-                    d = static_cast<off_t>(end);
+                    const int64_t now = src.current_size();
+                    if (now < 0) throw_io(src.display_name() + ": cannot stat", EIO);
+                    if (static_cast<uint64_t>(now) < end) truncated(src, end);
+                    d = static_cast<int64_t>(end);
                 } else if (d < 0) {
                     holes_ = false;  // file system without SEEK_DATA: copy everything
                     continue;
@@ -210,7 +178,7 @@ private:
                     pos = data;
                     continue;
                 }
-                off_t h = ::lseek(in, static_cast<off_t>(pos), SEEK_HOLE);
+                const int64_t h = src.seek(pos, true);
                 if (h < 0) {
                     holes_ = false;
                     continue;
@@ -223,19 +191,18 @@ private:
         }
     }
 
-    /// Copies `len` bytes of data from `src` at `in_off` to the output at `out_off`.
-    void copy_data(const SourceFile& src, uint64_t in_off, uint64_t len, uint64_t out_off) {
-        const int in = src.fd.get();
+    /// Copies `len` bytes of data from `src` at `in_off` to the output at `out_off`: in the
+    /// kernel (ByteSource::copy_to) while that works, else through one buffer of the source's
+    /// copy_chunk().
+    void copy_data(const ByteSource& src, uint64_t in_off, uint64_t len, uint64_t out_off) {
         const int out = out_.fd();
         while (len > 0) {
             check_cancel();
             if (kernel_) {
                 const size_t want = static_cast<size_t>(std::min(len, kCopyChunk));
-                loff_t a = static_cast<loff_t>(in_off);
-                loff_t b = static_cast<loff_t>(out_off);
-                ssize_t n = ::copy_file_range(in, &a, out, &b, want, 0);
+                const ssize_t n = src.copy_to(out, out_off, want, in_off);
                 if (n < 0) {
-                    int e = errno;
+                    const int e = static_cast<int>(-n);
                     if (e == EINTR) continue;
                     if (e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF ||
                         e == EPERM) {
@@ -245,14 +212,14 @@ private:
                     if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
                         throw_io(out_.final_path() + ": write failed at offset " + std::to_string(out_off), e);
                     }
-                    throw_io(src.path + " -> " + out_.final_path() + ": copy failed at source offset " +
+                    throw_io(src.display_name() + " -> " + out_.final_path() + ": copy failed at source offset " +
                                  std::to_string(in_off),
                              e);
                 }
                 if (n == 0) {
                     // End of file, or a file system that cannot tell (procfs-like): ask pread.
                     char probe;
-                    ssize_t p = pread_full(in, &probe, 1, in_off);
+                    ssize_t p = src.pread(&probe, 1, in_off);
                     if (p == 0) truncated(src, in_off + 1);
                     kernel_ = false;
                     continue;
@@ -265,11 +232,16 @@ private:
                 len -= done;
                 written_up_to(out_off);
             } else {
-                if (!buffer_) buffer_ = std::make_unique<char[]>(kCopyBufferSize);
-                const uint64_t want = std::min(len, kCopyBufferSize);
-                ssize_t n = pread_full(in, buffer_.get(), static_cast<size_t>(want), in_off);
+                const size_t chunk = src.copy_chunk();
+                if (buffer_size_ < chunk) {
+                    buffer_ = std::make_unique<char[]>(chunk);
+                    buffer_size_ = chunk;
+                }
+                const uint64_t want = std::min<uint64_t>(len, chunk);
+                ssize_t n = src.pread(buffer_.get(), static_cast<size_t>(want), in_off);
                 if (n < 0) {
-                    throw_io(src.path + ": read failed at offset " + std::to_string(in_off), static_cast<int>(-n));
+                    throw_io(src.display_name() + ": read failed at offset " + std::to_string(in_off),
+                             static_cast<int>(-n));
                 }
                 if (static_cast<uint64_t>(n) < want) truncated(src, in_off + want);
                 write_memory(buffer_.get(), want, out_off);
@@ -289,7 +261,7 @@ private:
     bool kernel_;
     bool holes_;
     std::unique_ptr<char[]> buffer_;
-    std::unique_ptr<char[]> remote_buffer_;
+    size_t buffer_size_ = 0;
     uint64_t durable_at_ = 0;  // the last resume point made (or resumed from)
     uint64_t kicked_ = 0;  // output bytes below this offset have had their write-out started
 };

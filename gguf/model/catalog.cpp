@@ -248,13 +248,7 @@ std::string join(const std::string& dir, const std::string& name) { return dir.e
 bool starts_with_gguf_magic(const FilePart& part) {
     const std::string& path = part.path;
     char magic[4] = {};
-    ssize_t n = 0;
-    if (part.source) {
-        n = part.source->pread(magic, sizeof magic, 0);
-    } else {
-        UniqueFd fd = open_read_only(path);
-        n = pread_full(fd.get(), magic, sizeof magic, 0);
-    }
+    const ssize_t n = open_part(part, false)->pread(magic, sizeof magic, 0);
     if (n < 0) {
         int e = static_cast<int>(-n);
         throw Error(Code::Io, path + ": read failed: " + std::strerror(e), e);
@@ -805,7 +799,7 @@ std::vector<std::string> CatalogEntry::access_paths() const {
     std::vector<std::string> out;
     for (const LogicalFile& m : members) {
         for (const FilePart& p : m.parts) {
-            if (!p.source) out.push_back(p.path);  // a remote part has no local path to check
+            if (part_has_local_path(p)) out.push_back(p.path);
         }
     }
     return out;
