@@ -30,6 +30,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fs/access.hpp"
+#include "fs/errors.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
@@ -37,6 +38,17 @@ namespace gguf_mount::fs {
 namespace {
 
 Context& ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+/// Runs handler body `fn` for `req`; an exception escaping it is answered with the errno map
+/// (reply_errno, fs/errors.hpp). `fn` replies on every path it returns by.
+template <typename Fn>
+void guarded(fuse_req_t req, Fn&& fn) noexcept {
+    try {
+        fn();
+    } catch (...) {
+        fuse_reply_err(req, reply_errno(std::current_exception()));
+    }
+}
 
 /// What an open file's fi->fh points to: the file as it was when opened (one allocation per
 /// open, none per read).
@@ -149,7 +161,7 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* dir = snap->node(parent);
@@ -171,9 +183,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
         e.ino = 0;
         e.entry_timeout = kEntryTimeoutSeconds;
         fuse_reply_entry(req, &e);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept {
@@ -193,7 +203,7 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) no
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         if (const Node* node = snap->node(ino)) {
@@ -208,13 +218,11 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
             return;
         }
         fuse_reply_err(req, ENOENT);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* node = snap->node(ino);
@@ -242,7 +250,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         } catch (const gguf::Error& err) {
             // Out of descriptors: the one file fails, the mount serves on. A file that changed or
             // vanished since it was scanned: ESTALE, the watcher's rescan brings its new state.
-            const int e = err.sys_errno();
+            const int e = reply_errno(std::current_exception(), ESTALE);
             const bool no_fds = e == EMFILE || e == ENFILE;
             uint64_t suppressed = 0;
             if (c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) {
@@ -250,7 +258,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
                              no_fds ? " (too many open files: raise the descriptor limit, LimitNOFILE=)" : "",
                              suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "");
             }
-            fuse_reply_err(req, no_fds ? e : ESTALE);
+            fuse_reply_err(req, e);
             return;
         }
         const bool random_direct =
@@ -273,13 +281,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
             c.open_files.erase(fi->fh);
         }
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         OpenFile* of = fi ? open_file(fi) : nullptr;
         if (!of) {
@@ -306,9 +312,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
             return;
         }
         fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
@@ -322,7 +326,7 @@ void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* node = snap->node(ino);
@@ -360,13 +364,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
             c.open_dirs.erase(fi->fh);
         }
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         OpenDir* od = fi ? open_dir(fi) : nullptr;
         if (!od) {
             fuse_reply_err(req, EBADF);
@@ -404,9 +406,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
             used += need;
         }
         fuse_reply_buf(req, buf.data(), used);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
@@ -420,7 +420,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
-    try {
+    guarded(req, [&] {
         std::shared_ptr<const Snapshot> snap = ctx(req).live->current();
         struct statvfs sv {};
         sv.f_bsize = 4096;
@@ -433,9 +433,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
         sv.f_favail = 0;
         sv.f_namemax = 255;
         fuse_reply_statfs(req, &sv);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 // ---- everything that would modify the file system: read-only ------------------------------
