@@ -188,10 +188,9 @@ std::string plan_identity(const gguf::VirtualFile& vf, const gguf::KvOverrides& 
     // With overrides the header is not determined by the shards alone: an output begun with
     // other overrides (even of the same length) must not be continued.
     if (!overrides.empty()) id += "header " + header_digest(vf.layout().header()) + "\n";
-    for (const gguf::SourceFile& s : vf.sources()) {
-        const std::string v = s.remote ? s.remote->validator() : std::string();
-        id += "source " + std::to_string(s.remote ? s.remote->size() : 0) + " " + gguf::escape(v) + " " +
-              gguf::escape(s.path) + "\n";
+    for (const auto& s : vf.sources()) {
+        id += "source " + std::to_string(s->size()) + " " + gguf::escape(s->validator()) + " " +
+              gguf::escape(s->display_name()) + "\n";
     }
     return id;
 }
@@ -293,8 +292,8 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
     // Shards whose sha256 the Hub lists are checked whole as their bytes pass (a continued merge
     // does not read the bytes written before: it cannot check them).
     std::vector<const remote::RemoteSource*> checked;
-    for (const gguf::SourceFile& s : vf.sources()) {
-        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s.remote);
+    for (const auto& s : vf.sources()) {
+        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s);
         auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
         if (it == sha256s.end()) continue;
         if (resume_from > 0) {

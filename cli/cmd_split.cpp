@@ -116,15 +116,13 @@ int split(const SplitArgs& a) {
     std::vector<gguf::OutputFile> outs;
     outs.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
-        std::vector<gguf::SourceFile> sources(1);
-        sources[0].path = a.input;
         int fd = ::fcntl(in.get(), F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             int e = errno;
             throw gguf::Error(gguf::Code::Io, a.input + ": cannot duplicate descriptor: " + std::strerror(e), e);
         }
-        sources[0].fd = gguf::UniqueFd(fd);
-        sources[0].st = in_st;
+        std::vector<std::shared_ptr<const gguf::ByteSource>> sources{
+            std::make_shared<const gguf::LocalFileSource>(gguf::UniqueFd(fd), a.input, in_st)};
         gguf::VirtualFile vf(std::move(plans[i].layout), std::move(sources));
         outs.push_back(gguf::OutputFile::create(finals[i], method));
         checkpoint("temp-created");

@@ -111,8 +111,7 @@ std::shared_ptr<const gguf::VirtualFile> FileSource::acquire() const {
 
 bool FileSource::source_changed() const noexcept {
     for (const gguf::FilePart& p : parts_) {
-        struct stat now {};
-        if (::stat(p.path.c_str(), &now) != 0 || !gguf::same_file_state(now, p.st)) return true;
+        if (gguf::part_changed(p)) return true;
     }
     return false;
 }
@@ -127,7 +126,7 @@ std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
             fp += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
                   std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
                   std::to_string(p.st.st_mtim.tv_nsec);
-            if (p.source) fp += ":v=" + p.validator;
+            if (!p.validator.empty()) fp += ":v=" + p.validator;
         }
     }
     return fp;

@@ -94,8 +94,8 @@ public:
     /// changed or vanished since it was planned: Code::BadSplit / Code::Io ENOENT).
     std::shared_ptr<const gguf::VirtualFile> acquire() const;
 
-    /// True when a part no longer has the device, inode, size and mtime it was planned with,
-    /// or cannot be stat()ed (one stat(2) per part). For log messages.
+    /// True when a part is no longer what it was planned from (gguf::part_changed, one stat(2)
+    /// per local part). For log messages.
     bool source_changed() const noexcept;
 
     /// Number of gguf::VirtualFile objects currently open (pinned or held), for tests.

@@ -82,7 +82,8 @@ void free_open_handles(Context& c) noexcept;
 /// with EMFILE/ENFILE (logged, rate-limited); the mount serves on.
 /// Every modifying operation (setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link,
 /// write, create, setxattr, removexattr, fallocate, copy_file_range) and every open for
-/// writing fails with EROFS. Handlers never throw: a catch-all replies EIO.
+/// writing fails with EROFS. Handlers never throw: what escapes a handler is answered with
+/// the errno map (reply_errno, fs/errors.hpp: EIO, ENOMEM for an allocation failure).
 const fuse_lowlevel_ops& lowlevel_ops() noexcept;
 
 }  // namespace gguf_mount::fs

@@ -36,26 +36,12 @@ bool same_file_state(const struct stat& a, const struct stat& b) noexcept {
 OpenLogicalFile OpenLogicalFile::open(const LogicalFile& file) {
     OpenLogicalFile out;
     out.file_ = file;
-    out.fds_.reserve(file.parts.size());
+    out.sources_.reserve(file.parts.size());
     for (FilePart& part : out.file_.parts) {
-        if (part.source) {
-            part.size = part.source->size();
-            out.size_ += part.size;
-            out.fds_.emplace_back();
-            continue;
-        }
-        UniqueFd fd = open_read_only(part.path);
-        struct stat st {};
-        if (::fstat(fd.get(), &st) != 0) {
-            int e = errno;
-            throw Error(Code::Io, part.path + ": cannot stat: " + std::strerror(e), e);
-        }
-        if (part.st.st_ino != 0 && !same_file_state(part.st, st)) {
-            throw Error(Code::BadSplit, part.path + ": changed while it was being read");
-        }
+        std::shared_ptr<const ByteSource> src = open_part(part);
         const bool unknown = part.st.st_ino == 0;
-        part.st = st;
-        const auto file_size = static_cast<uint64_t>(st.st_size);
+        src->update_stat(&part.st);
+        const uint64_t file_size = src->size();
         if (unknown && part.offset == 0) part.size = file_size;
         if (part.offset > file_size || part.size > file_size - part.offset) {
             throw Error(Code::Truncated, part.path + ": bytes [" + std::to_string(part.offset) + ", " +
@@ -63,7 +49,7 @@ OpenLogicalFile OpenLogicalFile::open(const LogicalFile& file) {
                                              std::to_string(file_size) + " bytes");
         }
         out.size_ += part.size;
-        out.fds_.push_back(std::move(fd));
+        out.sources_.push_back(std::move(src));
     }
     return out;
 }
@@ -75,8 +61,7 @@ ssize_t OpenLogicalFile::pread(void* dst, size_t len, uint64_t offset) const noe
     file_.for_each_part_range(offset, len, [&](size_t i, uint64_t part_offset, uint64_t n) {
         if (stop) return;
         const FilePart& part = file_.parts[i];
-        ssize_t got = part.source ? part.source->pread(out + done, static_cast<size_t>(n), part.offset + part_offset)
-                                  : pread_full(fds_[i].get(), out + done, static_cast<size_t>(n), part.offset + part_offset);
+        const ssize_t got = sources_[i]->pread(out + done, static_cast<size_t>(n), part.offset + part_offset);
         if (got < 0) {
             done = got;
             stop = true;

@@ -24,8 +24,8 @@
 namespace gguf {
 
 /// One physical file of a logical file, or a byte range of one: the bytes [offset, offset + size)
-/// of a local file (source == nullptr, read through `path` with a descriptor) or of any other
-/// ByteSource (gguf/bytes/byte_source.hpp; e.g. an HTTP object). A whole file has offset 0 and size ==
+/// of a local file (source == nullptr: opened from `path` when read, see open_part) or of any
+/// other ByteSource (gguf/bytes/byte_source.hpp; e.g. an HTTP object). A whole file has offset 0 and size ==
 /// its size; a range (offset > 0 or size < the file's size) is one shard of a cat-joined split
 /// set (`cat x-0000{1,2,3}-of-00003.gguf > x.gguf`, see SplitSet::open_concatenated).
 struct FilePart {
@@ -82,21 +82,21 @@ struct LogicalFile {
 /// replaced, grown, truncated or rewritten between two looks.
 bool same_file_state(const struct stat& a, const struct stat& b) noexcept;
 
-/// A logical file with every part open read-only. Move-only.
+/// A logical file with every part open (open_part). Move-only.
 class OpenLogicalFile {
 public:
-    /// Opens each local part of `file` (open_read_only) and fstat()s it; the stat recorded in
-    /// the result is the fstat of the open descriptor, and a whole part whose stat was unknown
-    /// (st_ino == 0, offset 0) gets that file's size. A part with a ByteSource is read through
-    /// it (no descriptor). Throws gguf::Error(Code::Io) naming the part that cannot be opened,
-    /// Code::BadSplit "PART: changed while it was being read" when `file` carries a stat
-    /// (st_ino != 0) that differs from the fstat (see same_file_state), and Code::Truncated when
-    /// a range runs past the end of its file.
+    /// Opens each part of `file` (open_part: a local part read-only, checked against its
+    /// recorded stat; a part with a ByteSource through it); the stat recorded in the result is
+    /// what opening found (ByteSource::update_stat: a local file's fstat), and a whole part whose
+    /// stat was unknown (st_ino == 0, offset 0) gets its source's size. Throws gguf::Error(Code::Io)
+    /// naming the part that cannot be opened, Code::BadSplit "PART: changed while it was being
+    /// read" when `file` carries a stat (st_ino != 0) that differs from the fstat (see
+    /// same_file_state), and Code::Truncated when a range runs past the end of its source.
     static OpenLogicalFile open(const LogicalFile& file);
 
-    /// The file with every part's stat replaced by the fstat of its open descriptor.
+    /// The file with every part's stat refreshed from its open source.
     const LogicalFile& file() const noexcept { return file_; }
-    /// Total size in bytes, from those fstats.
+    /// Total size in bytes, from those stats.
     uint64_t size() const noexcept { return size_; }
 
     /// pread(2) over the concatenation: reads up to `len` bytes at logical `offset` into `dst`.
@@ -104,12 +104,9 @@ public:
     /// recorded size), or -errno. Never throws, never allocates.
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept;
 
-    /// Releases the descriptors (for callers that keep only file()).
-    std::vector<UniqueFd> take_fds() { return std::move(fds_); }
-
 private:
     LogicalFile file_;
-    std::vector<UniqueFd> fds_;  // one per part; empty for a ByteSource part
+    std::vector<std::shared_ptr<const ByteSource>> sources_;  // one per part
     uint64_t size_ = 0;
 };
 

@@ -155,12 +155,6 @@ struct WriteOptions {
 
 /// Bytes per copy_file_range call (the kernel copies; nothing is buffered in user space).
 inline constexpr uint64_t kCopyChunk = uint64_t{64} << 20;
-/// Size of the one reused buffer of the pread/pwrite fallback. Small enough to stay in the CPU
-/// cache between the read and the write: merging 3 GiB from warm page cache took 2.5-2.8 s with
-/// 128 KiB against 7-13 s with 8 MiB on the 2-core development VM.
-inline constexpr uint64_t kCopyBufferSize = uint64_t{128} << 10;
-/// Bytes per ByteSource::pread when a Source extent is a ByteSource (a remote shard).
-inline constexpr uint64_t kRemoteCopyChunk = uint64_t{1} << 20;
 /// Every kWritebackStep bytes written, the writer starts the write-out of what it wrote
 /// (sync_file_range SYNC_FILE_RANGE_WRITE, no waiting), so the disk writes while the copy goes
 /// on and the final fsync only waits for the tail. Without it the data sat dirty until each
@@ -182,12 +176,13 @@ struct WriteStats {
 /// Writes every byte of `vf` (vf.size() bytes, extent by extent in offset order) to the
 /// temporary file of `out`, starting at offset 0:
 ///  - Header extents from memory, Zeros extents from a small static zero buffer;
-///  - Source extents with copy_file_range(2) in chunks of kCopyChunk, looping on partial
-///    copies; on EXDEV, EINVAL, ENOSYS, EOPNOTSUPP (or a copy_file_range that reports end of
+///  - Source extents in the kernel (ByteSource::copy_to: copy_file_range(2) for a local file)
+///    in chunks of kCopyChunk, looping on partial copies; on EXDEV, EINVAL, ENOSYS, EOPNOTSUPP
+///    (a source without kernel copies, such as a remote shard, or a copy that reports end of
 ///    file while the source still has data) it switches for the rest of the write to
-///    pread/pwrite through one kCopyBufferSize buffer; a source read through a ByteSource
-///    (a remote shard) is copied through one kRemoteCopyChunk buffer with its pread. Peak memory does not depend on the size
-///    of any tensor.
+///    pread/pwrite through one buffer of the source's copy_chunk() (128 KiB for a local file,
+///    1 MiB for other sources). Holes of a source (ByteSource::seek) stay holes when enabled.
+///    Peak memory does not depend on the size of any tensor.
 /// Write-out to disk is started every kWritebackStep bytes (sync_file_range, not waited for).
 /// Then it sets and checks the final size (fstat == vf.size()). Does not fsync: call
 /// out.commit(). Throws gguf::Error: Code::Truncated naming the source when a source file ends

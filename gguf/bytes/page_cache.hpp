@@ -1,6 +1,6 @@
 // What the read path asks the kernel about page-cache state, and the small pieces of state it
-// keeps to choose between a buffered read and an O_DIRECT read of a source file. No FUSE here:
-// VirtualFile::serve uses these, the FUSE adapter only calls serve().
+// keeps to choose between a buffered read and an O_DIRECT read of a local file. No FUSE here:
+// LocalFileSource (gguf/bytes/byte_source.hpp) uses these; nothing above the byte sources does.
 #pragma once
 
 #include <sys/types.h>

@@ -66,6 +66,7 @@
 
 #include "gguf/bytes/layout.hpp"
 #include "gguf/bytes/logical_file.hpp"
+#include "gguf/model/access.hpp"
 
 namespace gguf {
 
@@ -79,48 +80,6 @@ enum class EntryKind : uint8_t {
 
 /// "merged-set", "byte-split", "companion", "shard" (used in `check` output, text and JSON).
 const char* entry_kind_name(EntryKind kind) noexcept;
-
-/// Attributes served for an entry (rule 8). `mode` holds permission bits only (no file type).
-struct EntryAttributes {
-    mode_t mode = 0;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    timespec mtime{};
-    timespec ctime{};
-};
-
-/// One permission check the kernel makes when a path is opened directly: `need` (4 read, 1
-/// search) on an object with owner `uid`, group `gid`, permission bits `mode`, and `acl` true
-/// when it carries a POSIX access ACL (its group bits are then only the ACL mask).
-struct AccessCheck {
-    uid_t uid = 0;
-    gid_t gid = 0;
-    mode_t mode = 0;
-    bool acl = false;
-    unsigned need = 4;
-};
-
-/// The classes of a file served as `uid`:`gid` whose every member passes every check in
-/// `checks` (rule 8), as read bits: 0400 owner, 0040 group, 0004 other. Group membership is not
-/// known statically, so a class passes an object only when each way its members can match it
-/// grants `need`: the served owner passes an object owned by someone else only if both its group
-/// and other bits grant; the served group passes only if the object's owner bit grants (unless
-/// the object's owner is the served owner) and its group bit grants (and, for another group,
-/// its other bit too); "other" needs the object's other bit, and its owner and group bits unless
-/// those name the served owner or group. An object with an ACL passes the served owner only
-/// when owned by it (the ACL's owner entry is the owner bits), never group or other. Root's
-/// capabilities are not modelled. No checks: 0444.
-/// Examples (served 0:0): {0:0 0644 read} -> 0444; {0:0 0700 search} -> 0400;
-/// {65534:0 0640 read} -> 0040 (the served owner may or may not be in group 0: needs group and
-/// other bits); {0:0 0644 read, 0:0 0755 search, 1000:1000 0700 search} -> 0000.
-mode_t classes_passing(uid_t uid, gid_t gid, const std::vector<AccessCheck>& checks) noexcept;
-
-/// Attributes of a file made of `parts` judged on the parts' own bits only (rule 8 without the
-/// directories on the way): owner and group of the first part, newest mtime and ctime, mode =
-/// classes_passing() of a read check on every part. So the served file is never readable by
-/// someone who cannot read every part. Examples: same owner 0644+0600 -> 0400; shard 1
-/// nobody's 0600 + root's 0600 -> 0000. No parts: mode 0444, uid/gid 0, times 0.
-EntryAttributes file_attributes(const std::vector<FilePart>& parts) noexcept;
 
 /// One file of the mount.
 struct CatalogEntry {

@@ -1,7 +1,5 @@
 #include "gguf/model/split_set.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,12 +7,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_set>
 
 #include "gguf/error.hpp"
+#include "gguf/bytes/byte_source.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/format/format.hpp"
 #include "gguf/format/reader.hpp"
@@ -68,21 +69,14 @@ Shard load_shard(const LogicalFile& file) {
     return s;
 }
 
-/// Asks the kernel to start reading the first kPrefetchBytes of the regular file at `path` in
-/// the background (posix_fadvise POSIX_FADV_WILLNEED queues the readahead and returns), so that
-/// loading a set of many shards overlaps their header reads instead of waiting for one disk
-/// read per shard in turn. Anything but a regular file (absent, byte-split, FIFO, device) is
-/// left alone: it is stat()ed, never opened. Best effort, never throws.
-/// Measured (bench/bench.py startup, 1,200 shards, caches dropped): see the README.
-constexpr off_t kPrefetchBytes = 16 * 1024;
-void prefetch_header(const std::string& path) noexcept {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return;
-    ::posix_fadvise(fd, 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
-    ::close(fd);
-}
+/// Bytes at the start of a shard asked for ahead of loading it (its header, mostly).
+constexpr uint64_t kPrefetchBytes = 16 * 1024;
+
+/// A shard resolved ahead of loading: the file, nothing (absent), or the error resolving threw.
+struct Resolved {
+    std::optional<LogicalFile> file;
+    std::exception_ptr error;
+};
 
 /// How many shards ahead of the one being loaded have their headers prefetched.
 constexpr uint32_t kPrefetchAhead = 32;
@@ -209,23 +203,31 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
         if (i == 1) return Error(Code::Io, path + ": cannot open: No such file or directory", ENOENT);
         return Error(Code::BadSplit, path + ": missing shard " + std::to_string(i) + " of " + std::to_string(n));
     };
-    auto load = [&](const std::string& path, uint32_t i) {
-        std::optional<LogicalFile> file;
+    auto resolve_now = [&](const std::string& path) {
+        Resolved r;
         try {
-            file = resolve(path);
+            r.file = resolve(path);
+        } catch (const Error&) {
+            r.error = std::current_exception();
+        }
+        return r;
+    };
+    auto load = [&](const std::string& path, uint32_t i, Resolved r) {
+        try {
+            if (r.error) std::rethrow_exception(r.error);
         } catch (const Error& e) {
             if (e.code() == Code::Io && e.sys_errno() == ENOENT) throw missing(path, i, name->count);
             throw;
         }
-        if (!file) throw missing(path, i, name->count);
+        if (!r.file) throw missing(path, i, name->count);
         try {
-            return load_shard(*file);
+            return load_shard(*r.file);
         } catch (const Error& e) {
             if (e.code() == Code::Io && e.sys_errno() == ENOENT) throw missing(path, i, name->count);
             throw;
         }
     };
-    set.shards_.push_back(load(first, 1));
+    set.shards_.push_back(load(first, 1, resolve_now(first)));
     const auto [count, total] = set_totals(set.shards_[0].header, first);
     if (static_cast<uint32_t>(count) != name->count) {
         throw Error(Code::BadSplit, first + ": key 'split.count' is " + std::to_string(count) +
@@ -238,13 +240,22 @@ SplitSet SplitSet::open(const std::string& first, const ShardResolver& resolve) 
     // shard 2 instead of holding 65535 parsed headers in memory.
     std::unordered_set<std::string> names;
     uint64_t seen = 0;
-    uint32_t prefetched = 1;  // shards [2, prefetched] have been asked for
+    // Shards ahead of the one being loaded are resolved early and their first bytes asked for
+    // (will_need_part: for a local file, readahead queued in the background), so loading a set
+    // of many shards overlaps their header reads instead of waiting for one read per shard in
+    // turn. Errors of a shard resolved early surface when it is loaded, in shard order.
+    uint32_t asked = 1;          // shards [2, asked] are resolved
+    std::deque<Resolved> ahead;  // at step i (i >= 1), front() is shard i + 1
     for (uint32_t i = 0; i < static_cast<uint32_t>(count); ++i) {
-        for (; prefetched < static_cast<uint32_t>(count) && prefetched < i + 1 + kPrefetchAhead; ++prefetched) {
-            prefetch_header(shard_path(set.prefix_, prefetched + 1, name->count));
+        for (; asked < static_cast<uint32_t>(count) && asked < i + 1 + kPrefetchAhead; ++asked) {
+            ahead.push_back(resolve_now(shard_path(set.prefix_, asked + 1, name->count)));
+            const std::optional<LogicalFile>& f = ahead.back().file;
+            if (f && !f->parts.empty()) will_need_part(f->parts.front(), kPrefetchBytes);
         }
         if (i > 0) {
-            set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1));
+            Resolved r = std::move(ahead.front());
+            ahead.pop_front();
+            set.shards_.push_back(load(shard_path(set.prefix_, i + 1, name->count), i + 1, std::move(r)));
         }
         check_shard(set.shards_[i], i, count, total, "the file name says", names);
         seen += set.shards_[i].header.tensors.size();

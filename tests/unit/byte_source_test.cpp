@@ -95,8 +95,8 @@ TEST(ByteSourceSeam, SplitSetAndVirtualFileReadThroughTheSourceByteExact) {
     ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     EXPECT_EQ(gguf_test::sha256_hex(out), c.merged_sha256);
     for (const auto& s : vf.sources()) {
-        EXPECT_TRUE(s.remote);
-        EXPECT_FALSE(s.fd);  // no descriptor was opened for a ByteSource part
+        // The part's own source: no local file was opened for it.
+        EXPECT_NE(std::dynamic_pointer_cast<const MemorySource>(s), nullptr);
     }
 
     // serve() gives the same bytes, never through O_DIRECT.
@@ -119,7 +119,7 @@ TEST(ByteSourceSeam, ChangedSourceFailsReadsWithEioAndNamesIt) {
         if (e.kind == gguf::Extent::Kind::Source) last = &e;
     }
     ASSERT_TRUE(last);
-    auto& src = m.sources[vf.sources()[last->source].path];
+    auto& src = m.sources[vf.sources()[last->source]->display_name()];
     src->gone = true;
     EXPECT_TRUE(vf.source_changed(last->source));
     std::string out(last->length, '\0');

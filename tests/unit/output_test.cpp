@@ -40,10 +40,7 @@ gguf::VirtualFile kvzoo_merged() {
 /// A VirtualFile for shard `index` of splitting `input` with `options`.
 gguf::VirtualFile shard_of(const std::string& input, const gguf::SplitOptions& options, size_t index) {
     auto plans = gguf::plan_split(gguf::read_header(input), options);
-    std::vector<gguf::SourceFile> src(1);
-    src[0].path = input;
-    src[0].fd = gguf::open_read_only(input);
-    return gguf::VirtualFile(std::move(plans.at(index).layout), std::move(src));
+    return gguf::VirtualFile(std::move(plans.at(index).layout), {std::make_shared<gguf::LocalFileSource>(input)});
 }
 
 TEST(Output, EveryCopyMethodWritesTheReferenceMerge) {

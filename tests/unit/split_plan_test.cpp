@@ -44,10 +44,7 @@ SplitOptions parse_manifest_options(const std::string& text) {
 
 /// Renders a planned shard over `input_path` through VirtualFile::read.
 std::string render_shard(const gguf::ShardPlan& plan, const std::string& input_path) {
-    std::vector<gguf::SourceFile> src(1);
-    src[0].path = input_path;
-    src[0].fd = gguf::open_read_only(input_path);
-    gguf::VirtualFile vf(plan.layout, std::move(src));
+    gguf::VirtualFile vf(plan.layout, {std::make_shared<gguf::LocalFileSource>(input_path)});
     std::string out(vf.size(), '\0');
     EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     return out;
