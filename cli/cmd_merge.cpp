@@ -23,7 +23,6 @@
 #include "gguf/model/merge_plan.hpp"
 #include "cli/commands.hpp"
 #include "cli/kv_options.hpp"
-#include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"

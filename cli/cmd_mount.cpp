@@ -27,7 +27,6 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "common/text.hpp"
-#include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/model/catalog.hpp"
 
@@ -35,7 +34,6 @@
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/url_parts.hpp"
-#include "remote/index.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/listing.hpp"
