@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
@@ -34,9 +35,10 @@ const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
     "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
-    "made of, the mode served (read bits only where every directory on the way lets that class\n"
-    "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
-    "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
+    "made of, the KV overrides in force (its NAME.gguf.kv sidecar's, then the flags'), the mode\n"
+    "served (read bits only where every directory on the way lets that class through), every\n"
+    "problem (incomplete or invalid set, name clash, symlink loop, dangling link, unreadable\n"
+    "directory, bad KV sidecar) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
     "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
     "hf://ORG/REPO[@REVISION][/PATH]: only headers are read, through the block cache\n"
@@ -110,6 +112,11 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
             members.push_back(jm);
         }
         je[e.kind == gguf::EntryKind::MergedSet ? "shards" : "files"] = members;
+        if (!e.kv_edits.empty()) {
+            nlohmann::ordered_json edits = nlohmann::ordered_json::array();
+            for (const auto& k : e.kv_edits) edits.push_back(gguf::escape(k));
+            je["overrides"] = edits;
+        }
         j["entries"].push_back(je);
     }
     j["directories"] = nlohmann::ordered_json::array();
@@ -157,10 +164,11 @@ void print_text(const gguf::Catalog& c) {
         }
         std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
                     static_cast<unsigned long long>(e.size()));
-        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit || !e.kv_edits.empty()) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
+        for (const auto& k : e.kv_edits) std::printf("  override %s\n", esc(k).c_str());
         if (e.kind == gguf::EntryKind::MergedSet) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
@@ -219,6 +227,7 @@ int run_check(int argc, char** argv) {
     // clang-format on
     options.parse_positional({"source", "extra"});
     add_remote_options(options, "URL or hf://: ");
+    add_kv_override_options(options);
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
@@ -228,7 +237,7 @@ int run_check(int argc, char** argv) {
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
-            std::printf("%s%s", options.help().c_str(), kCheckHelpTail);
+            std::printf("%s%s%s", options.help().c_str(), kCheckHelpTail, kKvOverrideHelp);
             return 0;
         }
         if (r.count("extra")) {
@@ -241,6 +250,11 @@ int run_check(int argc, char** argv) {
         source = given.front();
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
+        try {
+            copt.overrides = read_kv_override_options(r);
+        } catch (const gguf::Error& e) {  // a malformed --override-kv, or its @FILE unreadable
+            return usage_error("check", e.what());
+        }
 #ifdef GGUF_MOUNT_WITH_REMOTE
         read_remote_options(r, &ro);
 #endif
@@ -276,6 +290,11 @@ int run_check(int argc, char** argv) {
             // An hf:// first shard: its resolve URL at the commit the revision names now.
             const std::string url = hub_file ? remote::remote_source_url(source_arg, &ro) : source_arg;
             auto context = std::make_shared<remote::RemoteContext>(ro);
+            const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+            if (!copt.overrides.empty() && (hub_file || (!hub_source && (path_part.empty() || path_part.back() != '/')))) {
+                throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
+                                                           "local SOURCE or a remote directory, not yet to a remote first shard");
+            }
             if (hub_file) {
                 catalog = remote::remote_set_catalog(url, context);
             } else if (hub_source) {
@@ -284,7 +303,6 @@ int run_check(int argc, char** argv) {
                 catalog = gguf::build_catalog(listing, copt);
             } else {
                 source = remote::url_for_message(source_arg);
-                const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
                 if (!path_part.empty() && path_part.back() == '/') {
                     remote::HttpDirectoryListing listing(context, source_arg);
                     catalog = gguf::build_catalog(listing, copt);

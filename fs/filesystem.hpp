@@ -128,8 +128,9 @@ struct Node {
     std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
 };
 
-/// Identity of an entry's content: kind, size and every physical part's path, device, inode,
-/// size and mtime. Two catalog entries with equal fingerprints serve the same bytes.
+/// Identity of an entry's content: kind, size, every physical part's path, device, inode,
+/// size and mtime, and for an entry with KV edits the digest of its rendered header
+/// (CatalogEntry::header_digest). Two catalog entries with equal fingerprints serve the same bytes.
 std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
 /// stat(2) attributes for a catalog entry served as inode `ino`: S_IFREG | attr.mode, uid, gid,
