@@ -29,6 +29,7 @@
 #include "cli/remote_options.hpp"
 #include "common/text.hpp"
 #include "gguf/bytes/file_io.hpp"
+#include "gguf/error.hpp"
 #include "gguf/model/catalog.hpp"
 
 #include "gguf/model/split_plan.hpp"
