@@ -45,8 +45,18 @@ if command -v npm >/dev/null 2>&1; then
     (cd "$s3_tests" && npm ci --no-audit --no-fund --loglevel=error &&
        cp package-lock.json node_modules/.s3-lock-installed)
   fi
+  # The real-client tests (tests/clients): node-llama-cpp with its prebuilt linux-x64 llama.cpp
+  # and @huggingface/gguf, pinned by package-lock.json, which holds the linux-x64 build only (so
+  # `npm install`, not `npm ci`; no install script runs, nothing else is downloaded).
+  clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients"
+  if [ ! -d "$clients/node_modules/node-llama-cpp" ] || [ ! -d "$clients/node_modules/@huggingface/gguf" ] ||
+     ! cmp -s "$clients/package-lock.json" "$clients/node_modules/.clients-lock-installed"; then
+    echo "install-deps: npm install in tests/clients"
+    (cd "$clients" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --ignore-scripts \
+        --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.clients-lock-installed)
+  fi
 else
-  echo "install-deps: npm not found: the S3 tests will be skipped" >&2
+  echo "install-deps: npm not found: the S3 and real-client tests will be skipped" >&2
 fi
 if command -v node >/dev/null 2>&1; then
   major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')

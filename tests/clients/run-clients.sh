@@ -4,7 +4,7 @@
 # Usage: tests/clients/run-clients.sh GGUF_MOUNT MMAP_PAGES PART
 #   GGUF_MOUNT  the gguf-mount binary under test
 #   MMAP_PAGES  the helper built from tests/clients/mmap_pages.c
-#   PART        npm      install the npm packages of tests/clients (only when missing)
+#   PART        npm      check that scripts/install-deps.sh installed the npm packages of tests/clients
 #               llama    node-llama-cpp (llama.cpp) loads tiny-llama three ways: the original file,
 #                        its first shard (split with our own `gguf-mount split`), and the merged
 #                        file on the mount; greedy token ids must equal tiny-llama-expected.json's
@@ -142,15 +142,15 @@ mount_args=()  # extra options of the mount (the overrides part)
 
 # --- parts ---------------------------------------------------------------------------------------
 part_npm() {
+  # The packages are installed by scripts/install-deps.sh (npm ci from package-lock.json): the
+  # test run itself sends no request to the npm registry.
   need_node
   if [ -d "$here/node_modules/node-llama-cpp" ] && [ -d "$here/node_modules/@node-llama-cpp/linux-x64" ] &&
      [ -d "$here/node_modules/@huggingface/gguf" ]; then
-    say "npm packages already installed"
+    say "npm packages installed"
     return 0
   fi
-  say "npm install (node-llama-cpp 3.22.1 with its prebuilt linux-x64 llama.cpp, @huggingface/gguf)"
-  (cd "$here" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --ignore-scripts \
-      --no-audit --no-fund --loglevel=error)
+  skip "the npm packages of tests/clients are missing: run scripts/install-deps.sh (it installs them with npm ci), then rerun"
 }
 
 part_llama() {
