@@ -1,6 +1,5 @@
 // RemoteContext: what the remote sources of one mount share (buffers, read-ahead workers, store
 // and commit threads, what revalidation learnt about servers). RemoteSource is in source.cpp.
-#include "remote/index.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
 
@@ -156,10 +155,10 @@ bool RemoteContext::head_names(const std::string& url, const std::string& head, 
     return it != head_validators_.end() && it->second.first == head && it->second.second == get;
 }
 
-RemoteContext::RemoteContext(RemoteOptions options)
+RemoteContext::RemoteContext(RemoteOptions options, std::shared_ptr<Client> client)
     : options_(std::move(options)),
       threads_allowed_(!options_.defer_threads),
-      http_(options_.http),
+      client_(client ? std::move(client) : std::make_shared<HttpClient>(options_.http)),
       cache_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes),
       pool_(std::make_shared<BufferPool>(std::max(options_.pooled_buffers, options_.idle_buffers))) {
     {

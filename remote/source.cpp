@@ -1,4 +1,3 @@
-#include "remote/index.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
 
@@ -56,7 +55,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
     try {
         if (known) {
             try {
-                now = context->http().head(url);
+                now = context->client().head(url);
             } catch (const HttpError& e) {
                 // A server that refuses HEAD (405, or a signed URL valid for GET only) still
                 // answers the ranged GET below; a server that is down fails there too.
@@ -70,7 +69,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
         // The first ranged GET gives size and validator; its bytes are block 0.
         std::shared_ptr<char[]> buf = context->block_buffer();
         size_t got = 0;
-        ObjectInfo info = context->http().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
+        ObjectInfo info = context->client().get_range(url, 0, BlockCache::kBlockSize, buf.get(), &got);
         if (known && now && now->validator != info.validator && info.validator == known->validator &&
             info.size == known->size) {
             context->note_head_validator(url, now->validator, info.validator);  // HEAD and GET differ
@@ -110,18 +109,18 @@ ObjectInfo RemoteSource::get_block(uint64_t offset, size_t len, char* dst, size_
         std::lock_guard<std::mutex> lock(mutex_);
         location = location_;
     }
-    // One bound for both tries (remote/http.hpp request_deadline).
-    const auto deadline = HttpClient::Clock::now() + request_deadline(context_->http().options(), len);
+    // One bound for both tries (Client::request_deadline).
+    const auto deadline = Client::Clock::now() + context_->client().request_deadline(len);
     std::string answered;
     if (!location.empty() && location != url_) {
         try {
-            return context_->http().get_range(location, offset, len, dst, got, &answered, deadline);
+            return context_->client().get_range(location, offset, len, dst, got, &answered, deadline);
         } catch (const HttpError& e) {
             // An expired signed URL, a CDN node gone: resolve again through the given URL.
             spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(), name_);
         }
     }
-    ObjectInfo info = context_->http().get_range(url_, offset, len, dst, got, &answered, deadline);
+    ObjectInfo info = context_->client().get_range(url_, offset, len, dst, got, &answered, deadline);
     std::lock_guard<std::mutex> lock(mutex_);
     location_ = answered;
     return info;

@@ -85,11 +85,14 @@ struct RemoteOptions {
 /// the FUSE loop threads).
 class RemoteContext {
 public:
-    /// Opens the cache (throws std::runtime_error naming the directory).
-    explicit RemoteContext(RemoteOptions options);
+    /// Opens the cache (throws std::runtime_error naming the directory). `client`: the
+    /// transport to use; null for an HttpClient on options.http.
+    explicit RemoteContext(RemoteOptions options, std::shared_ptr<Client> client = nullptr);
     ~RemoteContext();
 
-    HttpClient& http() noexcept { return http_; }
+    /// The transport every source and listing of this context asks (an HttpClient unless one
+    /// was given).
+    Client& client() noexcept { return *client_; }
     /// A buffer of BlockCache::kBlockSize bytes, page-aligned (O_DIRECT-able), whose memory is
     /// reused: when let go it returns to the context's idle buffers while no more than
     /// options().pooled_buffers are mapped (in use and idle), else it is unmapped. May outlive
@@ -155,7 +158,7 @@ private:
 
     RemoteOptions options_;
     std::atomic<bool> threads_allowed_;
-    HttpClient http_;
+    std::shared_ptr<Client> client_;
     BlockCache cache_;
     std::shared_ptr<BufferPool> pool_;
     mutable std::mutex head_mutex_;
