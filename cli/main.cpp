@@ -11,14 +11,6 @@
 #include "cli/commands.hpp"
 #include "cli/remote_options.hpp"
 
-#ifdef GGUF_MOUNT_WITH_REMOTE
-#include <chrono>
-
-#include <spdlog/spdlog.h>
-
-#include "remote/source.hpp"
-#endif
-
 namespace {
 
 void print_usage() {
@@ -145,14 +137,7 @@ int main(int argc, char** argv) {
     for (std::string& c : copies) args.push_back(c.data());
     args.push_back(nullptr);
     gguf_mount::cli::hide_url_secrets(argc, argv);
-    const int rc = run(argc, args.data());
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    // A remote context destroyed on a detached thread may still be committing blocks (and
-    // logging): let it finish before the statics (spdlog's registry) are destroyed.
-    if (!gguf_mount::remote::RemoteContext::wait_until_none_alive(std::chrono::minutes(2))) {
-        spdlog::warn("remote block commits still running after 2 minutes at exit; leaving them (their blocks stay "
-                     "temporaries, swept later)");
-    }
-#endif
-    return rc;
+    // Every remote context is destroyed, its threads joined, when its last holder lets go, on
+    // that holder's thread (remote/context.hpp): nothing of it outlives run().
+    return run(argc, args.data());
 }

@@ -1,6 +1,5 @@
 #include "remote/catalog.hpp"
 #include "remote/bounds.hpp"
-#include "remote/index.hpp"
 #include "remote/hub.hpp"
 #include "remote/hub_listing.hpp"
 #include "remote/url_parts.hpp"

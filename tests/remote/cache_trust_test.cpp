@@ -20,7 +20,7 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/cache.hpp"
+#include "remote/store/cache.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
 

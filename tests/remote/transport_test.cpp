@@ -21,7 +21,7 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/cache.hpp"
+#include "remote/store/cache.hpp"
 #include "remote/hub_emulation.hpp"
 #include "remote/http.hpp"
 #include "remote/servers.hpp"

@@ -1,4 +1,4 @@
-#include "remote/cache.hpp"
+#include "remote/store/cache.hpp"
 #include "remote/url_parts.hpp"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-#include "remote/cache_files.hpp"
+#include "remote/store/cache_files.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

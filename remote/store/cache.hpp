@@ -12,7 +12,7 @@
 // where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
 //
-// Trust (remote/cache_files.hpp): DIR and every directory below it must be owned by the
+// Trust (remote/store/cache_files.hpp): DIR and every directory below it must be owned by the
 // daemon's euid and not writable by group or others, or the cache is refused with one line;
 // below DIR everything is opened relative to verified descriptors without following links.
 // A block file's bytes are checked against its checksum the first time this process serves
@@ -25,15 +25,15 @@
 // its final bytes, whatever moment a kill -9 or a crash hit (the temporary is left behind and
 // swept later). Between the two steps the staged temporary is readable by its writer
 // (read_staged). Blocks are written past the page cache (O_DIRECT) where the file system allows
-// it; the daemon keeps its last fetched blocks in memory for readers (RemoteSource).
+// it; the daemon keeps its last fetched blocks in memory for readers (Prefetcher::keep).
 // Several daemons may share DIR: renames are atomic, two fetches of one block write the same
 // bytes, readers hold flock(LOCK_SH) on a block file while reading it, and eviction (under the
 // DIR lock) skips blocks that are locked.
 //
 // Block size: 4 MiB. It equals the FUSE readahead window the mount sets (fs/session.hpp
-// kDefaultReadaheadKb), so a sequential reader's window is one request to the server; per-request
-// overhead (one round trip, headers) is under 1 % of a 4 MiB transfer even on a 10 ms link;
-// mountpoint-s3 found 8 MiB parts the smallest size for full throughput against S3 (remote-facts),
+// kDefaultReadaheadKb), so a sequential reader's window is one request to the server, and the
+// per-request overhead (one round trip, headers) is small against a 4 MiB transfer even on a slow
+// link; mountpoint-s3 documents 8 MiB parts as the smallest size for full throughput against S3,
 // we halve it to keep the header read of a shard (one block per shard at mount) small.
 #pragma once
 
@@ -47,8 +47,8 @@
 #include <string>
 #include <utility>
 
-#include "remote/cache_files.hpp"
-#include "remote/http.hpp"
+#include "remote/store/cache_files.hpp"
+#include "remote/client.hpp"
 
 namespace gguf_mount::remote {
 
@@ -107,16 +107,15 @@ public:
     /// a sequential reader of cached blocks then finds them in memory as a local file's are.
     /// The bytes go to /dev/null through sendfile, so the kernel's own read-ahead brings them
     /// in with large folios and nothing is copied. posix_fadvise WILLNEED, used before, fills
-    /// the page cache one 4 KiB page at a time (page_cache_ra_unbounded): it took 18 % of the
-    /// daemon's CPU in a cached remount, and dropping those pages again 11 % (perf); the
-    /// remount ran at 0.86x a local mount with it, 1.12x with this (bench VM, medians of 5).
+    /// the page cache one 4 KiB page at a time (page_cache_ra_unbounded), which cost a cached
+    /// remount much of the daemon's CPU (bench/results/remote-design-measurements.md).
     /// Never throws.
     void load(const std::string& key, uint64_t block, uint64_t block_len) const noexcept;
 
     /// Drops block `block`'s pages from the page cache (posix_fadvise DONTNEED), for a reader
     /// that has moved on: the bytes it read live on in the mounted file's own page cache, and
-    /// freed pages are reused where fresh ones cost a fault each (fs/ops.cpp
-    /// drop_served_shard_pages does the same for local shards). Never throws.
+    /// freed pages are reused where fresh ones cost a fault each (gguf::LocalFileSource's
+    /// drop-behind does the same for local shards). Never throws.
     void drop_pages(const std::string& key, uint64_t block) const noexcept;
 
     /// Stores a block durably: stage() through the page cache (not `direct`: this is the block

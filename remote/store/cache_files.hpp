@@ -1,4 +1,4 @@
-// File primitives of the block cache (remote/cache.hpp) that trust nothing found on disk.
+// File primitives of the block cache (remote/store/cache.hpp) that trust nothing found on disk.
 //
 // Trust rule: a cache directory is used only when it is a directory owned by the daemon's
 // effective uid and not writable by its group or others (a directory another user may write is
@@ -93,9 +93,8 @@ constexpr size_t kTrailerSize = 16;
 /// moved to another name fails too. XXH3 is not a cryptographic hash: it detects bytes changed
 /// on disk by anything else (a disk, a tool, a restore), not a forger who may write the cache
 /// directory (the trust rule keeps those out; a keyless hash of any strength could be
-/// recomputed by one). Cost on one 4 MiB block on the dev machine (best of 10): XXH3-64 0.20 ms,
-/// zlib crc32 0.57 ms, OpenSSL SHA-256 2.0 ms (SHA-NI), memcpy 0.08 ms; a first read of a
-/// cached block with its check took about 0.9 ms against 0.15 ms without.
+/// recomputed by one). XXH3-64 is the cheapest of the checks compared (zlib crc32, OpenSSL
+/// SHA-256; bench/results/remote-design-measurements.md).
 class BlockChecksum {
 public:
     BlockChecksum(const std::string& key, uint64_t block) noexcept;
