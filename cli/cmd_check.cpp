@@ -14,18 +14,11 @@
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
+#include "cli/source.hpp"
 #include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
 
-#ifdef GGUF_MOUNT_WITH_REMOTE
-#include "remote/catalog.hpp"
-#include "remote/http.hpp"
-#include "remote/hub_listing.hpp"
-#include "remote/listing.hpp"
-#include "remote/source.hpp"
-#include "remote/url_parts.hpp"
-#endif
 
 namespace gguf_mount::cli {
 
@@ -231,9 +224,7 @@ int run_check(int argc, char** argv) {
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    remote::RemoteOptions ro;
-#endif
+    SourceOptions sopt;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -256,7 +247,7 @@ int run_check(int argc, char** argv) {
             return usage_error("check", e.what());
         }
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        read_remote_options(r, &ro);
+        read_remote_options(r, &sopt.remote);
 #endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("check", e.what());
@@ -264,58 +255,21 @@ int run_check(int argc, char** argv) {
         print_error(e.what());
         return 1;
     }
-    const bool hub_source = source.rfind("hf://", 0) == 0;
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    const bool remote_source = hub_source || remote::is_http_url(source);
-#else
-    const bool remote_source = false;
-#endif
-    const std::string source_arg = source;
-    if (!remote_source) {
-        while (source.size() > 1 && source.back() == '/') source.pop_back();
-    }
+    ResolvedSource resolved = resolve_source(source, sopt);
+    source = resolved.shown;  // the name in the JSON document of a failure
 
     raise_open_file_limit();
     setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     gguf::Catalog catalog;
     try {
-#ifdef GGUF_MOUNT_WITH_REMOTE
-        if (remote_source) {
-            // Headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount): the same
-            // listings a mount uses.
-            remote::HubSetup hub;
-            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
-            const bool hub_file = hub_source && remote::hub_names_file(hub.source);
-            // An hf:// first shard: its resolve URL at the commit the revision names now.
-            const std::string url = hub_file ? remote::remote_source_url(source_arg, &ro) : source_arg;
-            auto context = std::make_shared<remote::RemoteContext>(ro);
-            const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-            if (!copt.overrides.empty() && (hub_file || (!hub_source && (path_part.empty() || path_part.back() != '/')))) {
-                throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
-                                                           "local SOURCE or a remote directory, not yet to a remote first shard");
-            }
-            if (hub_file) {
-                catalog = remote::remote_set_catalog(url, context);
-            } else if (hub_source) {
-                remote::HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
-                listing.pin();
-                catalog = gguf::build_catalog(listing, copt);
-            } else {
-                source = remote::url_for_message(source_arg);
-                if (!path_part.empty() && path_part.back() == '/') {
-                    remote::HttpDirectoryListing listing(context, source_arg);
-                    catalog = gguf::build_catalog(listing, copt);
-                } else {
-                    catalog = remote::remote_set_catalog(source_arg, context);
-                }
-            }
-        } else {
-            catalog = gguf::build_catalog(source, copt);
+        // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),
+        // the same listings a mount uses.
+        if (!copt.overrides.empty() && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+            throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
+                                                       "local SOURCE or a remote directory, not yet to a remote first shard");
         }
-#else
-        catalog = gguf::build_catalog(source, copt);
-#endif
+        catalog = resolved.catalog(copt);
     } catch (const std::exception& e) {
         // SOURCE missing, not a directory or file, out of memory...: still one document for a
         // program, and the one-line error for a person.

@@ -27,6 +27,7 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
+#include "cli/source.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/output.hpp"
 #include "gguf/format/reader.hpp"
@@ -35,7 +36,6 @@
 #include "gguf/bytes/virtual_file.hpp"
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
-#include "remote/source.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -223,29 +223,31 @@ std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& pa
     return std::make_pair((dir == "/" ? std::string() : dir) + "/" + name, static_cast<uint64_t>(done));
 }
 
-/// `merge URL OUT`: the remote set planned like a mount (remote::open_remote_set), its bytes
+/// `merge URL OUT` for a remote `source` (pinned first: an hf:// file at its commit): the remote
+/// set planned like a mount (remote::open_remote_set), its bytes
 /// read through the same RemoteSource (block cache read, never written: it would double the
 /// disk use) and written in offset order with resume points (see kMergeHelpTail). Sets
 /// `*interrupted` to the message for a signal once a partial output is kept.
-int merge_url(const std::string& url, const std::string& output, bool delete_splits, bool quiet,
-              remote::RemoteOptions ro, const std::map<std::string, std::string>& sha256s,
+int merge_url(ResolvedSource& source, const std::string& output, bool delete_splits, bool quiet,
               const gguf::KvOverrides& overrides, std::string* interrupted) {
+    source.pin();
+    const std::string& url = source.url;
+    const std::map<std::string, std::string>& sha256s = source.sha256s;
     if (delete_splits) {
         throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
-    const std::string path_part = url.substr(0, url.find_first_of("?#"));
-    if (!path_part.empty() && path_part.back() == '/') {
+    if (source.kind == SourceKind::HttpDirectory) {
         throw gguf::Error(gguf::Code::BadArgument,
                           remote::url_for_message(url) + ": a directory URL; merge takes the URL of a set's first shard "
                                                          "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
                                                          "the sets in it");
     }
     gguf::ensure_absent(output);
-    ro.store_blocks = false;
-    auto context = std::make_shared<remote::RemoteContext>(ro);
-    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, context));
+    source.options.remote.store_blocks = false;
+    source.connect();
+    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, source.context));
     const size_t shard_count = set->shards().size();
     const uint64_t tensor_count = set->tensor_count();
     const gguf::VirtualFile vf = gguf::open_merged(*set, overrides);
@@ -365,13 +367,6 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
 }
 #endif
 
-/// The remote settings of `merge URL` (--cache-dir, --net-timeout, --ca-cert): only in remote builds.
-#ifdef GGUF_MOUNT_WITH_REMOTE
-using MergeRemoteOptions = remote::RemoteOptions;
-#else
-struct MergeRemoteOptions {};
-#endif
-
 /// What the local merge writes: the merged set, or (with overrides) one unsplit file edited.
 struct MergeInput {
     gguf::VirtualFile vf;
@@ -412,15 +407,12 @@ MergeInput open_merge_input(const std::string& first, const std::string& output,
 }
 
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
-          const MergeRemoteOptions& ro, const gguf::KvOverrides& overrides, std::string* interrupted) {
+          const SourceOptions& options, const gguf::KvOverrides& overrides, std::string* interrupted) {
+    ResolvedSource source = resolve_source(first, options);
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    remote::RemoteOptions url_options = ro;  // an hf:// source adds its token (endpoint only)
-    std::map<std::string, std::string> sha256s;  // an hf:// source: the shards' lfs.oid
-    const std::string url = remote::remote_source_url(first, &url_options, &sha256s);
-    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, url_options, sha256s, overrides, interrupted);
+    if (source.remote()) return merge_url(source, output, delete_splits, quiet, overrides, interrupted);
 #else
     (void)interrupted;
-    (void)ro;
 #endif
     // Like the reference: refuse an existing output before reading anything.
     gguf::ensure_absent(output);
@@ -500,7 +492,9 @@ int run_merge(int argc, char** argv) {
     std::vector<std::string> args;
     bool delete_splits = false;
     bool quiet = false;
-    MergeRemoteOptions ro;
+    SourceOptions sopt;
+    sopt.files_only = true;   // an hf:// folder is refused, naming the file to give
+    sopt.hub_digests = true;  // an hf:// set: its shards' lfs.oid
     gguf::KvOverrides overrides;
     try {
         auto r = options.parse(argc, argv);
@@ -516,7 +510,7 @@ int run_merge(int argc, char** argv) {
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        read_remote_options(r, &ro);
+        read_remote_options(r, &sopt.remote);
 #endif
         try {
             overrides = read_kv_override_options(r);
@@ -537,7 +531,7 @@ int run_merge(int argc, char** argv) {
     // Read by run_offline after the body failed: merge() changes it when it keeps a partial output.
     std::string interrupted = "interrupted; removed the unfinished output";
     return run_offline(quiet, interrupted,
-                       [&] { return merge(args[0], args[1], delete_splits, quiet, ro, overrides, &interrupted); });
+                       [&] { return merge(args[0], args[1], delete_splits, quiet, sopt, overrides, &interrupted); });
 }
 
 }  // namespace gguf_mount::cli
