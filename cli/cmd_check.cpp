@@ -13,7 +13,10 @@
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
+#include "cli/split_options.hpp"
 #include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
+#include "gguf/model/split_set.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
 
@@ -109,7 +112,9 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
             jm["parts"] = parts;
             members.push_back(jm);
         }
-        je[e.kind == gguf::EntryKind::MergedSet ? "shards" : "files"] = members;
+        if (e.kind == gguf::EntryKind::SplitShard) put_name(je, "view_of", e.view_of);
+        je[e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard ? "shards" : "files"] =
+            members;
         j["entries"].push_back(je);
     }
     j["directories"] = nlohmann::ordered_json::array();
@@ -146,7 +151,7 @@ void print_text(const gguf::Catalog& c) {
     const std::string base = base_dir(c);
     auto esc = [](const std::string& s) { return gguf::escape(s); };
     std::printf("source %s\n", esc(c.source).c_str());
-    size_t counts[4] = {0, 0, 0, 0};
+    size_t counts[5] = {0, 0, 0, 0, 0};
     for (const auto& e : c.entries) {
         ++counts[static_cast<size_t>(e.kind)];
         std::string what = gguf::entry_kind_name(e.kind);
@@ -154,17 +159,23 @@ void print_text(const gguf::Catalog& c) {
             what += " of " + std::to_string(e.members.size()) + " shard" + (e.members.size() == 1 ? "" : "s");
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
             what += " of " + std::to_string(e.members.front().parts.size()) + " pieces";
+        } else if (e.kind == gguf::EntryKind::SplitShard) {
+            what += " of " + esc(e.view_of);
         }
         std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
                     static_cast<unsigned long long>(e.size()));
-        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit) {
+        if (e.kind != gguf::EntryKind::Companion && e.kind != gguf::EntryKind::Shard) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
-        if (e.kind == gguf::EntryKind::MergedSet) {
+        // A shard view's sources are those of its model: listed under its first shard only.
+        const bool first_view_shard = e.kind == gguf::EntryKind::SplitShard &&
+                                      gguf::parse_shard_name(gguf::base_name(e.path)).value_or(gguf::ShardName{}).index == 1;
+        if (e.kind == gguf::EntryKind::MergedSet || first_view_shard) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
-                std::printf("  shard %zu: %s, %llu bytes%s", i + 1, esc(relative(base, m.path)).c_str(),
+                std::printf("  %s %zu: %s, %llu bytes%s", e.kind == gguf::EntryKind::SplitShard ? "source" : "shard",
+                            i + 1, esc(relative(base, m.path)).c_str(),
                             static_cast<unsigned long long>(m.size()),
                             m.is_concatenation() ? "" : at_offset(m.parts.front()).c_str());
                 if (m.is_concatenation()) std::printf(", %zu byte pieces", m.parts.size());
@@ -198,8 +209,10 @@ void print_text(const gguf::Catalog& c) {
         dirs = std::to_string(c.directories.size()) + (c.directories.size() == 1 ? " directory, " : " directories, ");
     }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
-                "%s%zu problem(s)\n",
-                counts[0], counts[1], counts[2], counts[3], dirs.c_str(), c.problems.size());
+                "%s%s%zu problem(s)\n",
+                counts[0], counts[1], counts[2], counts[3],
+                counts[4] ? (std::to_string(counts[4]) + " split shard(s), ").c_str() : "", dirs.c_str(),
+                c.problems.size());
 }
 
 }  // namespace
@@ -219,6 +232,7 @@ int run_check(int argc, char** argv) {
     // clang-format on
     options.parse_positional({"source", "extra"});
     add_remote_options(options, "URL or hf://: ");
+    add_split_view_options(options);
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
@@ -241,6 +255,11 @@ int run_check(int argc, char** argv) {
         source = given.front();
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
+        try {
+            copt.split_view = read_split_options(r, true);
+        } catch (const gguf::Error& e) {
+            return usage_error("check", e.what());
+        }
 #ifdef GGUF_MOUNT_WITH_REMOTE
         read_remote_options(r, &ro);
 #endif
@@ -278,6 +297,7 @@ int run_check(int argc, char** argv) {
             auto context = std::make_shared<remote::RemoteContext>(ro);
             if (hub_file) {
                 catalog = remote::remote_set_catalog(url, context);
+                if (copt.split_view) gguf::apply_shard_view(catalog, *copt.split_view, false);
             } else if (hub_source) {
                 remote::HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
                 listing.pin();
@@ -290,6 +310,7 @@ int run_check(int argc, char** argv) {
                     catalog = gguf::build_catalog(listing, copt);
                 } else {
                     catalog = remote::remote_set_catalog(source_arg, context);
+                    if (copt.split_view) gguf::apply_shard_view(catalog, *copt.split_view, false);
                 }
             }
         } else {

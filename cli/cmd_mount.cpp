@@ -26,10 +26,12 @@
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
+#include "cli/split_options.hpp"
 #include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
 
 #include "gguf/model/split_plan.hpp"
 
@@ -157,6 +159,7 @@ cxxopts::Options make_options() {
         ("mountpoint", "", cxxopts::value<std::string>());
     // clang-format on
     options.parse_positional({"source", "mountpoint"});
+    add_split_view_options(options);
     return options;
 }
 
@@ -200,6 +203,13 @@ int run_mount(int argc, char** argv) {
     if (args.count("version")) {
         std::printf("%s %s\n", kProgram, GGUF_MOUNT_VERSION);
         return 0;
+    }
+    std::optional<gguf::SplitOptions> split_view;  // a shard view (gguf/model/shard_view.hpp)
+    try {
+        split_view = read_split_options(args, true);
+    } catch (const gguf::Error& e) {
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
+        return 2;
     }
     std::vector<std::string> given;
     try {
@@ -324,6 +334,7 @@ int run_mount(int argc, char** argv) {
             // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
+            dopt.split_view = split_view;
             auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
                                                                 hub.token_source);
             try {
@@ -341,6 +352,7 @@ int run_mount(int argc, char** argv) {
             // A directory: its index pages, walked by the catalog like a local directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
+            dopt.split_view = split_view;
             auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
             live = fs::LiveFilesystem::with_builder(source,
                                                     [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
@@ -351,6 +363,7 @@ int run_mount(int argc, char** argv) {
             try {
                 first_catalog =
                     std::make_shared<gguf::Catalog>(remote::remote_set_catalog(first_url, remote_context));
+                if (split_view) gguf::apply_shard_view(*first_catalog, *split_view, true);
             } catch (const std::exception& e) {
                 spdlog::error("{}", e.what());
                 return 1;
@@ -360,13 +373,16 @@ int run_mount(int argc, char** argv) {
                              hub_file ? " at " + remote::url_for_message(first_url) : std::string(),
                              remote_context->cache().dir());
             }
-            live = fs::LiveFilesystem::with_builder(source, [first_catalog, first_url, remote_context]() mutable {
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, first_url, remote_context,
+                                                             split_view]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                     gguf::Catalog c = std::move(*first_catalog);
                     first_catalog.reset();
                     return c;
                 }
-                return remote::remote_set_catalog(first_url, remote_context);
+                gguf::Catalog c = remote::remote_set_catalog(first_url, remote_context);
+                if (split_view) gguf::apply_shard_view(c, *split_view, true);
+                return c;
             });
         }
     }
@@ -375,6 +391,7 @@ int run_mount(int argc, char** argv) {
     const std::string shown_arg = remote_source ? source : source_arg;
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
+    copt.split_view = split_view;
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.

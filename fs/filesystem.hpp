@@ -128,7 +128,16 @@ struct Node {
     std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
 };
 
-/// Identity of an entry's content: kind, size and every physical part's path, device, inode,
+/// True for the files served from a plan over their sources (merged sets, byte-split files,
+/// shard-view shards): pinned while the descriptor budget allows, random uncached reads O_DIRECT.
+/// Companions and shards shown as they are: false.
+inline bool planned_kind(gguf::EntryKind kind) noexcept {
+    return kind == gguf::EntryKind::MergedSet || kind == gguf::EntryKind::ByteSplit ||
+           kind == gguf::EntryKind::SplitShard;
+}
+
+/// Identity of an entry's content: kind, size, its identity (what else makes the bytes, e.g.
+/// the split options of a shard view) and every physical part's path, device, inode,
 /// size and mtime. Two catalog entries with equal fingerprints serve the same bytes.
 std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
