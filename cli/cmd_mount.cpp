@@ -183,6 +183,9 @@ int run_mount(int argc, char** argv) {
                     "  PREFIX-00001-of-0000N.gguf ... -> PREFIX.gguf, the merged set (shards hidden)\n"
                     "  NAME.gguf-split-a, -b, ... or NAME.gguf.part1ofN ... -> NAME.gguf, concatenated\n"
                     "  every other file (README.md, *.json, mmproj-*.gguf, ...) as it is; folders mirrored\n"
+                    "  with --split-max-tensors N or --split-max-size N(M|G): every model (set, single or\n"
+                    "  byte-split GGUF file) as NAME-00001-of-0000N.gguf ..., the bytes 'gguf-mount split'\n"
+                    "  writes with the same options, without writing them\n"
                     "Incomplete or invalid sets are not shown and are logged once with the reason. While\n"
                     "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
                     "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
@@ -196,6 +199,7 @@ int run_mount(int argc, char** argv) {
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
                     "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
+                    "  gguf-mount big.gguf /mnt/up --split-max-size 45G     big.gguf as shards to upload\n"
                     "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
                     "                                                      the block cache\n");
         return 0;
