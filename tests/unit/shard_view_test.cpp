@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -14,6 +13,7 @@
 #include "gguf/model/split_set.hpp"
 #include "support/catalog_support.hpp"
 #include "support/sparse_model.hpp"
+#include "support/manifest_options.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -24,26 +24,6 @@ using gguf_test::fixture;
 using gguf_test::problems_text;
 using gguf_test::TempDir;
 
-/// SplitOptions from a MANIFEST split_options string ("--split-max-tensors 7 --no-tensor-first-split").
-gguf::SplitOptions parse_options(const std::string& text) {
-    gguf::SplitOptions o;
-    std::istringstream in(text);
-    for (std::string w; in >> w;) {
-        if (w == "--split-max-tensors") {
-            in >> w;
-            o.max_tensors = gguf::parse_split_max_tensors(w);
-        } else if (w == "--split-max-size") {
-            in >> w;
-            o.mode = gguf::SplitOptions::Mode::Size;
-            o.max_bytes = gguf::parse_split_max_size(w);
-        } else if (w == "--no-tensor-first-split") {
-            o.no_tensor_first_split = true;
-        } else {
-            ADD_FAILURE() << "unknown option " << w;
-        }
-    }
-    return o;
-}
 
 gguf::Catalog view(const std::string& source, const gguf::SplitOptions& o) {
     gguf::CatalogOptions co;
@@ -72,7 +52,7 @@ TEST_P(ShardViewCase, SingleFileGivesTheReferenceShards) {
     const auto& mc = GetParam();
     TempDir src;
     gguf_test::copy_file(fixture(mc.original), src / "m.gguf");
-    auto c = view(src / "m.gguf", parse_options(mc.split_options));
+    auto c = view(src / "m.gguf", gguf_test::parse_manifest_options(mc.split_options));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     EXPECT_EQ(c.entries.size(), mc.shards.size());
     expect_reference_shards(c, mc, "m", "m.gguf");
@@ -93,7 +73,7 @@ TEST_P(ShardViewCase, ShardSetReCutGivesTheReferenceShards) {
     ASSERT_EQ(::mkdir((src / "sub").c_str(), 0755), 0);
     for (const auto& s : source_case.shards) gguf_test::copy_file(fixture(s), src / ("sub/" + gguf::base_name(s)));
     gguf_test::write_file(src / "README.md", "companion\n");
-    auto c = view(src.path(), parse_options(mc.split_options));
+    auto c = view(src.path(), gguf_test::parse_manifest_options(mc.split_options));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     const std::string prefix = gguf::parse_shard_name(gguf::base_name(source_case.shards[0]))->prefix;
     expect_reference_shards(c, mc, "sub/" + prefix, "sub/" + prefix + ".gguf");
@@ -107,7 +87,7 @@ TEST_P(ShardViewCase, ByteSplitFileGivesTheReferenceShards) {
     const auto& mc = GetParam();
     TempDir src;
     gguf_test::cut_file(fixture(mc.original), {src / "b.gguf.part1of3", src / "b.gguf.part2of3", src / "b.gguf.part3of3"});
-    auto c = view(src.path(), parse_options(mc.split_options));
+    auto c = view(src.path(), gguf_test::parse_manifest_options(mc.split_options));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     expect_reference_shards(c, mc, "b", "b.gguf");
 }
@@ -118,7 +98,7 @@ TEST_P(ShardViewCase, CatJoinedSetGivesTheReferenceShards) {
     std::ofstream out(src / "joined.gguf", std::ios::binary);
     for (const auto& s : mc.shards) out << gguf_test::read_file(fixture(s));
     out.close();
-    auto c = view(src.path(), parse_options(mc.split_options));
+    auto c = view(src.path(), gguf_test::parse_manifest_options(mc.split_options));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     expect_reference_shards(c, mc, "joined", "joined.gguf");
 }
@@ -146,7 +126,7 @@ TEST(ShardView, ByteSplitShardsOfASetAreReCut) {
             gguf_test::copy_file(fixture("kvzoo/t7/" + name), src / name);
         }
     }
-    auto c = view(src.path(), parse_options(mc.split_options));
+    auto c = view(src.path(), gguf_test::parse_manifest_options(mc.split_options));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     expect_reference_shards(c, mc, "kvzoo", "kvzoo.gguf");
 }
@@ -172,7 +152,7 @@ TEST(ShardView, AShardNameTakenByADirectoryHidesTheWholeModel) {
     TempDir src;
     gguf_test::copy_file(fixture("kvzoo/original.gguf"), src / "k.gguf");
     ASSERT_EQ(::mkdir((src / "k-00002-of-00007.gguf").c_str(), 0755), 0);
-    auto c = view(src.path(), parse_options("--split-max-tensors 7"));
+    auto c = view(src.path(), gguf_test::parse_manifest_options("--split-max-tensors 7"));
     ASSERT_EQ(c.problems.size(), 1u) << problems_text(c);
     EXPECT_EQ(c.problems[0].path, "k.gguf");
     EXPECT_NE(c.problems[0].reason.find("name clash: k-00002-of-00007.gguf is already served"), std::string::npos)
@@ -185,7 +165,7 @@ TEST(ShardView, ProjectorsAndOtherFilesStayAsTheyAre) {
     gguf_test::copy_file(fixture("kvzoo/original.gguf"), src / "mmproj-f16.gguf");
     gguf_test::write_file(src / "notes.gguf", "not a GGUF file");
     gguf_test::copy_file(fixture("tiny-llama/tiny-llama.gguf"), src / "tiny.gguf");
-    auto c = view(src.path(), parse_options("--split-max-tensors 10"));
+    auto c = view(src.path(), gguf_test::parse_manifest_options("--split-max-tensors 10"));
     EXPECT_TRUE(c.problems.empty()) << problems_text(c);
     std::vector<std::string> paths;
     for (const auto& e : c.entries) paths.push_back(e.path + ":" + gguf::entry_kind_name(e.kind));
@@ -196,7 +176,7 @@ TEST(ShardView, ProjectorsAndOtherFilesStayAsTheyAre) {
 }
 
 TEST(ShardView, EntriesNameTheirOptionsAndShardInTheirIdentity) {
-    auto c = view(fixture("kvzoo/original.gguf"), parse_options("--split-max-tensors 7 --no-tensor-first-split"));
+    auto c = view(fixture("kvzoo/original.gguf"), gguf_test::parse_manifest_options("--split-max-tensors 7 --no-tensor-first-split"));
     ASSERT_EQ(c.entries.size(), 8u) << problems_text(c);
     EXPECT_EQ(c.entries[1].identity, "split-view --split-max-tensors 7 --no-tensor-first-split shard 2 of 8");
     EXPECT_EQ(c.entries[0].tensor_count, 0u);
@@ -205,7 +185,7 @@ TEST(ShardView, EntriesNameTheirOptionsAndShardInTheirIdentity) {
 
 TEST(ShardView, WithoutKeepLayoutsOnlySizesRemain) {
     gguf::CatalogOptions co;
-    co.split_view = parse_options("--split-max-tensors 7");
+    co.split_view = gguf_test::parse_manifest_options("--split-max-tensors 7");
     co.keep_layouts = false;
     auto c = gguf::build_catalog(fixture("kvzoo/original.gguf"), co);
     ASSERT_EQ(c.entries.size(), 7u) << problems_text(c);
