@@ -32,7 +32,7 @@ MIB = float(1 << 20)
 
 # Stock passthrough_ll hits libfuse 3.14's per-request allocate+pread+free fallback for every
 # read (fuse_reply_data with fd buffers and no splice capability); glibc then mmaps/munmaps
-# each 128 KiB-1 MiB buffer and every fresh page costs ~15 us on this VM (0.2-0.3 GiB/s).
+# each 128 KiB-1 MiB buffer, and every fresh page is expensive on a VM (bench/README.md).
 # These malloc tunables keep the buffers in the heap so the baseline is not crippled by that.
 PTLL_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 
@@ -397,9 +397,8 @@ class Bench:
             names = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
             for n in names:
                 # Every run starts from dropped caches. Warm runs then fill this target alone with
-                # one sequential read() pass: on this VM, how fast a warm cache reads depends on
-                # which physical pages it got (measured: the same FUSE file read 7.3 or 8.1 GiB/s
-                # warm depending on whether it was filled first or last after a drop), so every
+                # one sequential read() pass: how fast a warm cache reads depends on which
+                # physical pages it got (bench/README.md), so every
                 # target gets the same treatment, and no target's fill evicts another's pages
                 # (gguf-mount drops shard pages behind its reads).
                 self.drop_caches()

@@ -27,7 +27,8 @@
 //                                               start CMD, report the time until one byte of P
 //                                               can be read; CMD keeps running (its pid is printed)
 // SRC is --file PATH or --seg LIST. Buffers are allocated and faulted in before the clock
-// starts (a fresh page costs ~15 us on the benchmark VM). Times are wall-clock (steady_clock).
+// starts (a first touch of a page is expensive on VMs; bench/README.md). Times are wall-clock
+// (steady_clock).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
@@ -37,9 +38,10 @@ const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
     "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
-    "made of, the mode served (read bits only where every directory on the way lets that class\n"
-    "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
-    "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
+    "made of, the KV overrides in force (its NAME.gguf.kv sidecar's, then the flags'), the mode\n"
+    "served (read bits only where every directory on the way lets that class through), every\n"
+    "problem (incomplete or invalid set, name clash, symlink loop, dangling link, unreadable\n"
+    "directory, bad KV sidecar) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
     "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
     "hf://ORG/REPO[@REVISION][/PATH]: only headers are read, through the block cache\n"
@@ -115,6 +117,11 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
         if (e.kind == gguf::EntryKind::SplitShard) put_name(je, "view_of", e.view_of);
         je[e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard ? "shards" : "files"] =
             members;
+        if (!e.kv_edits.empty()) {
+            nlohmann::ordered_json edits = nlohmann::ordered_json::array();
+            for (const auto& k : e.kv_edits) edits.push_back(gguf::escape(k));
+            je["overrides"] = edits;
+        }
         j["entries"].push_back(je);
     }
     j["directories"] = nlohmann::ordered_json::array();
@@ -164,10 +171,12 @@ void print_text(const gguf::Catalog& c) {
         }
         std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
                     static_cast<unsigned long long>(e.size()));
-        if (e.kind != gguf::EntryKind::Companion && e.kind != gguf::EntryKind::Shard) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit ||
+            e.kind == gguf::EntryKind::SplitShard || !e.kv_edits.empty()) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
+        for (const auto& k : e.kv_edits) std::printf("  override %s\n", esc(k).c_str());
         // A shard view's sources are those of its model: listed under its first shard only.
         const bool first_view_shard = e.kind == gguf::EntryKind::SplitShard &&
                                       gguf::parse_shard_name(gguf::base_name(e.path)).value_or(gguf::ShardName{}).index == 1;
@@ -232,6 +241,7 @@ int run_check(int argc, char** argv) {
     // clang-format on
     options.parse_positional({"source", "extra"});
     add_remote_options(options, "URL or hf://: ");
+    add_kv_override_options(options);
     add_split_view_options(options);
     std::string source;
     gguf::CatalogOptions copt;
@@ -242,7 +252,7 @@ int run_check(int argc, char** argv) {
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
-            std::printf("%s%s", options.help().c_str(), kCheckHelpTail);
+            std::printf("%s%s%s", options.help().c_str(), kCheckHelpTail, kKvOverrideHelp);
             return 0;
         }
         if (r.count("extra")) {
@@ -257,7 +267,8 @@ int run_check(int argc, char** argv) {
         copt.show_shards = r.count("show-shards") > 0;
         try {
             copt.split_view = read_split_options(r, true);
-        } catch (const gguf::Error& e) {
+            copt.overrides = read_kv_override_options(r);
+        } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
             return usage_error("check", e.what());
         }
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -295,6 +306,11 @@ int run_check(int argc, char** argv) {
             // An hf:// first shard: its resolve URL at the commit the revision names now.
             const std::string url = hub_file ? remote::remote_source_url(source_arg, &ro) : source_arg;
             auto context = std::make_shared<remote::RemoteContext>(ro);
+            const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
+            if (!copt.overrides.empty() && (hub_file || (!hub_source && (path_part.empty() || path_part.back() != '/')))) {
+                throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
+                                                           "local SOURCE or a remote directory, not yet to a remote first shard");
+            }
             if (hub_file) {
                 catalog = remote::remote_set_catalog(url, context);
                 if (copt.split_view) gguf::apply_shard_view(catalog, *copt.split_view, false);
@@ -304,7 +320,6 @@ int run_check(int argc, char** argv) {
                 catalog = gguf::build_catalog(listing, copt);
             } else {
                 source = remote::url_for_message(source_arg);
-                const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
                 if (!path_part.empty() && path_part.back() == '/') {
                     remote::HttpDirectoryListing listing(context, source_arg);
                     catalog = gguf::build_catalog(listing, copt);

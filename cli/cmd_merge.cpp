@@ -23,7 +23,7 @@
 #include "gguf/model/merge_plan.hpp"
 #include "cli/commands.hpp"
 #include "cli/kv_options.hpp"
-#include "cli/logging.hpp"
+#include "gguf/model/catalog_kv.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
@@ -34,8 +34,6 @@
 #include "common/text.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #ifdef GGUF_MOUNT_WITH_REMOTE
-#include <openssl/evp.h>
-
 #include "remote/catalog.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
@@ -160,20 +158,6 @@ void delete_shards(const std::vector<gguf::FilePart>& parts, bool quiet) {
 /// (bytes) overrides it for tests.
 constexpr uint64_t kResumeStep = uint64_t{32} << 20;
 
-/// Lowercase hex sha256 of `bytes` (OpenSSL).
-std::string header_digest(const std::string& bytes) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
-    static const char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < n; ++i) {
-        out += kHex[md[i] >> 4];
-        out += kHex[md[i] & 15];
-    }
-    return out;
-}
-
 /// The state file of a resumable `merge URL OUT`: "DIR/.BASENAME.merge-state".
 std::string state_path(const std::string& output) {
     const std::string dir = gguf::dir_name(output);
@@ -187,7 +171,7 @@ std::string plan_identity(const gguf::VirtualFile& vf, const gguf::KvOverrides& 
     std::string id = "gguf-mount merge-state v1\nsize " + std::to_string(vf.size()) + "\n";
     // With overrides the header is not determined by the shards alone: an output begun with
     // other overrides (even of the same length) must not be continued.
-    if (!overrides.empty()) id += "header " + header_digest(vf.layout().header()) + "\n";
+    if (!overrides.empty()) id += "header " + gguf::sha256_hex(vf.layout().header()) + "\n";
     for (const auto& s : vf.sources()) {
         id += "source " + std::to_string(s->size()) + " " + gguf::escape(s->validator()) + " " +
               gguf::escape(s->display_name()) + "\n";

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
@@ -37,7 +38,6 @@
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/url_parts.hpp"
-#include "remote/index.hpp"
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/listing.hpp"
@@ -114,6 +114,23 @@ struct FilteredOptions {
     return r ? std::string(r.get()) : p;
 }
 
+/// True (and logged, one line each) when an edit given on the command line does not fit a model
+/// of the first scan (gguf::Problem::refused_override): then nothing is mounted.
+[[maybe_unused]] bool refused_overrides(const std::vector<gguf::Problem>& problems) {
+    bool refused = false;
+    for (const auto& p : problems) {
+        if (!p.refused_override) continue;
+        std::string reason = p.reason;
+        static const std::string kNotShown = "; not shown";
+        if (reason.size() > kNotShown.size() && reason.compare(reason.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0) {
+            reason.resize(reason.size() - kNotShown.size());
+        }
+        spdlog::error("{}: {}; nothing mounted", p.path, reason);
+        refused = true;
+    }
+    return refused;
+}
+
 cxxopts::Options make_options() {
     cxxopts::Options options(kProgram, "Serve the model directory SOURCE read-only: every complete llama.cpp "
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
@@ -159,6 +176,7 @@ cxxopts::Options make_options() {
         ("mountpoint", "", cxxopts::value<std::string>());
     // clang-format on
     options.parse_positional({"source", "mountpoint"});
+    add_kv_override_options(options);
     add_split_view_options(options);
     return options;
 }
@@ -178,7 +196,7 @@ int run_mount(int argc, char** argv) {
         return 2;
     }
     if (args.count("help")) {
-        std::printf("%s\n%s", options.help().c_str(),
+        std::printf("%s\n%s%s%s", options.help().c_str(),
                     "What is served (run 'gguf-mount check SOURCE' to see it without mounting):\n"
                     "  PREFIX-00001-of-0000N.gguf ... -> PREFIX.gguf, the merged set (shards hidden)\n"
                     "  NAME.gguf-split-a, -b, ... or NAME.gguf.part1ofN ... -> NAME.gguf, concatenated\n"
@@ -201,7 +219,14 @@ int run_mount(int argc, char** argv) {
                     "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
                     "  gguf-mount big.gguf /mnt/up --split-max-size 45G     big.gguf as shards to upload\n"
                     "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
-                    "                                                      the block cache\n");
+                    "                                                      the block cache\n"
+                    "  gguf-mount /models /mnt/m --chat-template-file fixed.jinja   every model with a new template\n",
+                    kKvOverrideHelp,
+                    "  These apply to every model served (merged sets and single .gguf files), after the\n"
+                    "  edits of its sidecar NAME.gguf.kv (one KEY=TYPE:VALUE or -KEY per line, # comments;\n"
+                    "  beside the first shard or the file; never shown). An edit that does not fit a model\n"
+                    "  found at mount time mounts nothing (exit status 1); one that does not fit a model\n"
+                    "  added later, or a bad sidecar, hides that model (logged; 'check' shows it).\n");
         return 0;
     }
     if (args.count("version")) {
@@ -209,9 +234,11 @@ int run_mount(int argc, char** argv) {
         return 0;
     }
     std::optional<gguf::SplitOptions> split_view;  // a shard view (gguf/model/shard_view.hpp)
+    gguf::KvOverrides overrides;
     try {
         split_view = read_split_options(args, true);
-    } catch (const gguf::Error& e) {
+        overrides = read_kv_override_options(args);
+    } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
         std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
@@ -338,6 +365,7 @@ int run_mount(int argc, char** argv) {
             // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
+            dopt.overrides = overrides;
             dopt.split_view = split_view;
             auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
                                                                 hub.token_source);
@@ -356,11 +384,16 @@ int run_mount(int argc, char** argv) {
             // A directory: its index pages, walked by the catalog like a local directory.
             gguf::CatalogOptions dopt;
             dopt.show_shards = args.count("show-shards") > 0;
+            dopt.overrides = overrides;
             dopt.split_view = split_view;
             auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
             live = fs::LiveFilesystem::with_builder(source,
                                                     [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
             single_set = false;
+        } else if (!overrides.empty()) {
+            spdlog::error("{}: --override-kv, --remove-kv and --chat-template-file apply to a local SOURCE or a remote "
+                          "directory (ending in '/'), not yet to a remote first shard; nothing mounted", source);
+            return 1;
         } else {
             // A first shard: planned now, so that a failure exits before mounting.
             std::shared_ptr<gguf::Catalog> first_catalog;
@@ -395,6 +428,7 @@ int run_mount(int argc, char** argv) {
     const std::string shown_arg = remote_source ? source : source_arg;
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
+    copt.overrides = overrides;
     copt.split_view = split_view;
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
@@ -415,6 +449,7 @@ int run_mount(int argc, char** argv) {
         if (n.directory) continue;
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
+    if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
     if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.

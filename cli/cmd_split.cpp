@@ -17,7 +17,6 @@
 
 #include "gguf/format/file_plan.hpp"
 #include "cli/commands.hpp"
-#include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/progress.hpp"
 #include "cli/split_options.hpp"

@@ -6,7 +6,7 @@ namespace gguf_mount::cli {
 
 const char* const kKvOverrideHelp =
     "\n"
-    "Changing metadata (the tensor data is copied unchanged; only the header is new):\n"
+    "Changing metadata (only the header is new; every tensor byte stays as it is):\n"
     "  --override-kv KEY=TYPE:VALUE  TYPE int, float, bool, str (as llama.cpp spells them) for a key\n"
     "        the file has: it keeps its place and its type (int into a u32 key stays u32 and must\n"
     "        fit); a new key is appended and needs bool, str or an exact type (u8 i8 u16 i16 u32 i32\n"

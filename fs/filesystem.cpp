@@ -130,6 +130,9 @@ std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
             if (!p.validator.empty()) fp += ":v=" + p.validator;
         }
     }
+    // With KV edits the header depends on more than the parts (a sidecar, an @FILE): its digest
+    // keeps an edit of the same length from reusing the inode and its cached header pages.
+    if (!entry.header_digest.empty()) fp += "|header=" + entry.header_digest;
     return fp;
 }
 

@@ -136,9 +136,11 @@ inline bool planned_kind(gguf::EntryKind kind) noexcept {
            kind == gguf::EntryKind::SplitShard;
 }
 
-/// Identity of an entry's content: kind, size, its identity (what else makes the bytes, e.g.
-/// the split options of a shard view) and every physical part's path, device, inode,
-/// size and mtime. Two catalog entries with equal fingerprints serve the same bytes.
+/// Identity of an entry's content: kind, size, every physical part's path, device, inode,
+/// size and mtime, for an entry with KV edits the digest of its rendered header
+/// (CatalogEntry::header_digest), and its identity (what else makes the bytes: the split
+/// options and shard of a shard view). Two catalog entries with equal fingerprints serve the
+/// same bytes.
 std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
 /// stat(2) attributes for a catalog entry served as inode `ino`: S_IFREG | attr.mode, uid, gid,

@@ -1,13 +1,13 @@
 // libfuse low-level handlers: a thin translation from FUSE requests to Snapshot, LiveFilesystem
 // and VirtualFile calls. No GGUF logic lives here.
 //
-// Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
+// Rules followed (libfuse 3.14 fuse_lowlevel.h):
 //  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
 //  - reads go through VirtualFile::serve (one walk of the extent table; the byte sources pick
 //    buffered, O_DIRECT or drop-behind reads) into a per-thread buffer allocated once and reply
 //    with fuse_reply_buf: never
-//    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
-//    (measured 0.15 GiB/s);
+//    fuse_reply_data with fd buffers, whose non-splice fallback allocates and frees a buffer
+//    per request (bench/README.md has the figure);
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
 //    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts: see fs/ops.hpp;
 //  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot;
@@ -152,7 +152,7 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
     // accepts lowering it, so it stays at the maximum. The real window is raised after mount
     // through /sys/class/bdi (fs/session.cpp).
     // Replies come from memory (fuse_reply_buf); splice buys nothing here and its fd fallback
-    // is the 0.15 GiB/s trap, so keep every splice capability off.
+    // allocates a buffer per request, so keep every splice capability off.
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
     conn->max_background = kMaxBackground;

@@ -194,8 +194,8 @@ public:
     int64_t current_size() const noexcept override;
     int64_t seek(uint64_t offset, bool hole) const noexcept override;
     ssize_t copy_to(int out_fd, uint64_t out_offset, size_t len, uint64_t offset) const noexcept override;
-    /// 128 KiB: small enough to stay in the CPU cache between a read and its write (merging
-    /// from a warm page cache was 3-4x slower with 8 MiB).
+    /// 128 KiB: small enough to stay in the CPU cache between a read and its write (a chunk
+    /// larger than the cache makes a merge from a warm page cache slower; bench/README.md).
     size_t copy_chunk() const noexcept override { return size_t{128} << 10; }
     void update_stat(struct stat* st) const noexcept override { *st = st_; }
 

@@ -2,8 +2,6 @@
 
 #include <cstdint>
 
-#include "gguf/error.hpp"
-
 namespace gguf {
 
 void VirtualLayout::push(Extent e) {

@@ -1,5 +1,5 @@
 // A logical file: one physical file, or the plain concatenation of several physical files
-// (raw byte-split parts, shared/docs/gguf-facts.md "Raw byte-split parts"). The reader, split
+// (raw byte-split parts, gguf/model/byte_split.hpp). The reader, split
 // sets and virtual files see shards and models through this type, so a shard made of byte
 // pieces is handled exactly like a shard that is one file.
 //

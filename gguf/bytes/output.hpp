@@ -159,8 +159,7 @@ inline constexpr uint64_t kCopyChunk = uint64_t{64} << 20;
 /// (sync_file_range SYNC_FILE_RANGE_WRITE, no waiting), so the disk writes while the copy goes
 /// on and the final fsync only waits for the tail. Without it the data sat dirty until each
 /// output's fsync, and split, which fsyncs its shards one after the other, waited for every
-/// one of them: on the 2-vCPU VM (bench/run.sh data, 4 GiB, medians of 4) split went from
-/// 3.75 s to 2.74 s and merge from 2.9 s to 2.1 s (0.75x and 0.88x of `cp` + `sync` before).
+/// one of them (before/after figures: bench/README.md).
 inline constexpr uint64_t kWritebackStep = uint64_t{16} << 20;
 
 /// What a write did, in bytes. kernel_bytes + buffered_bytes + hole_bytes is the sum of the

@@ -62,8 +62,8 @@ struct GgmlType {
     uint64_t type_size;   // bytes per block
 };
 
-/// Looks up ggml tensor type `id` (source: ggml `ggml_type` / type_traits, see
-/// shared/docs/gguf-facts.md). Returns nullopt for unknown and removed ids (4, 5, 31-33, 36-38,
+/// Looks up ggml tensor type `id` (source: enum ggml_type in ggml/include/ggml.h and type_traits
+/// in ggml/src/ggml.c). Returns nullopt for unknown and removed ids (4, 5, 31-33, 36-38,
 /// and anything above 42).
 std::optional<GgmlType> ggml_type(uint32_t id);
 

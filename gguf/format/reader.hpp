@@ -39,8 +39,8 @@ Header read_header(const OpenLogicalFile& file);
 /// Parses a header from bytes already in memory: `bytes` is the start of a file whose total
 /// size is `file_size` (>= bytes.size()); used by tests and fuzzers.
 ///
-/// Validation follows ggml's strict reader (src/gguf.cpp) plus the limits in
-/// shared/docs/gguf-facts.md, and never trusts a length or a count:
+/// Validation follows ggml's strict reader (src/gguf.cpp), plus limits that each closed a
+/// published parser vulnerability, and never trusts a length or a count:
 ///  - magic "GGUF" (a git-lfs pointer file is named as such); version 2 or 3; version 1,
 ///    0 and >3 are rejected, and a byte-swapped version is reported as a big-endian file;
 ///  - KV and tensor counts must fit in the bytes left; string lengths and array counts

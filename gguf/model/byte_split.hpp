@@ -1,5 +1,5 @@
-// Raw byte-split parts: models published as plain byte pieces to be joined with `cat`
-// (shared/docs/gguf-facts.md, "Raw byte-split parts"). Two naming styles exist:
+// Raw byte-split parts: models published as plain byte pieces to be joined with `cat`; only the
+// first piece starts with the GGUF magic. Two naming styles exist:
 //
 //   letters:  NAME.gguf-split-a, NAME.gguf-split-b, ...    (like split(1) suffixes; the same
 //             number of letters in every piece: -aa, -ab, ... is a separate group from -a, -b)

@@ -18,6 +18,7 @@
 
 #include "gguf/model/merge_plan.hpp"
 #include "gguf/model/byte_split.hpp"
+#include "gguf/model/catalog_kv.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/format/reader.hpp"
@@ -147,7 +148,13 @@ public:
             if (::stat(path.c_str(), &l.part.st) == 0) {
                 l.part.size = static_cast<uint64_t>(l.part.st.st_size);
                 out_.watched.push_back(WatchedPath{path, false, true, l.part.st});
-                if (joined_set(l, base)) return;
+                DirectoryEdits edits(options_.overrides);
+                edits_ = &edits;
+                out_.watched.push_back(edits.add_beside(path));
+                const bool served = joined_set(l, base) || edited_single(l, base);
+                watch_edit_files();
+                edits_ = nullptr;
+                if (served) return;
                 // A shard view splits a single GGUF file too (gguf/model/shard_view.hpp).
                 if (options_.split_view) {
                     add_as_is(l, base, EntryKind::Companion);
@@ -211,7 +218,7 @@ private:
     /// Without keep_layouts, frees `e`'s planned layout (e.bytes keeps its size). Moved out
     /// into a temporary rather than assigned an empty one: a std::string move-assigned from an
     /// empty (small) string keeps its old capacity, which held the whole rendered header
-    /// (measured: 8 sets with a 20 MB header kept 160 MB).
+    /// (so each released set would keep its header's size allocated).
     void release_layout(CatalogEntry& e) const {
         if (options_.keep_layouts) return;
         VirtualLayout released(std::move(e.layout));
@@ -240,14 +247,53 @@ private:
             return false;
         }
         try {
-            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp);
+            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp, edits_for(f.name));
             release_layout(e);
             e.attr = attributes(rp, e.parts());
             out_.entries.push_back(std::move(e));
         } catch (const Error& e) {
-            problem(rp, e.what());
+            model_problem(rp, f.name, e, "");
         }
         return true;
+    }
+
+    // ---- rule 11: KV edits (gguf/model/catalog_kv.hpp) --------------------------------------
+
+    /// The edits of the model `name` of the directory being scanned (none outside a scan).
+    /// Throws for a bad sidecar.
+    KvOverrides edits_for(const std::string& name) {
+        return edits_ ? edits_->for_model(name) : KvOverrides{};
+    }
+
+    /// A model that could not be planned: the Problem (rule 11 marks a refused global edit).
+    /// `suffix` is appended to the reason when no edit was involved (the caller's own wording).
+    void model_problem(const std::string& rp, const std::string& name, const Error& e, const char* suffix) {
+        if (edits_ && edits_->applies_to(name)) {
+            out_.problems.push_back(edits_->problem(rp, name, e));
+        } else {
+            problem(rp, std::string(e.what()) + suffix);
+        }
+    }
+
+    /// A single GGUF file `f` (a companion by rules 4 and 9) with edits: served edited at `rp`
+    /// (or a Problem); returns true. False: serve it as it is (edit_single_file).
+    bool edited_single(const Listed& f, const std::string& rp) {
+        if (!edits_) return false;
+        EditedFile r = edit_single_file(*edits_, f.part, f.name, rp);
+        if (r.entry) {
+            release_layout(*r.entry);
+            r.entry->attr = attributes(rp, r.entry->parts());
+            out_.entries.push_back(std::move(*r.entry));
+        }
+        if (r.problem) out_.problems.push_back(std::move(*r.problem));
+        return r.entry || r.problem;
+    }
+
+    /// Watches the local files the edits read (str:@FILE), so that changing one is seen.
+    void watch_edit_files() {
+        if (!listing_ && edits_) {
+            for (WatchedPath& w : edits_->watched_files()) out_.watched.push_back(std::move(w));
+        }
     }
 
     void problem(const std::string& path, const std::string& reason) {
@@ -357,6 +403,9 @@ private:
             names.push_back(f.name);
         }
         std::set<std::string> hidden;  // shard files and byte pieces (rule 4)
+        DirectoryEdits edits(options_.overrides);  // rule 11
+        edits_ = &edits;
+        for (const Listed& f : files) edits.add_if_sidecar(f.name, f.part);
 
         // Rule 2: byte-split groups -> logical files.
         std::map<std::string, std::vector<LogicalFile>> group_files;
@@ -434,13 +483,18 @@ private:
                     Candidate c;
                     c.name = name;
                     c.first_part = base_name(lf.parts.front().path);
-                    c.entry.kind = EntryKind::ByteSplit;
-                    c.entry.tensor_count = h.tensors.size();
-                    c.entry.members.push_back(open.file());
-                    set_layout(c.entry, concatenation_layout(open.file()));
+                    if (edits.applies_to(name)) {
+                        c.entry = edited_file_entry(h, open.file(), rp, EntryKind::ByteSplit, edits.for_model(name));
+                        release_layout(c.entry);
+                    } else {
+                        c.entry.kind = EntryKind::ByteSplit;
+                        c.entry.tensor_count = h.tensors.size();
+                        c.entry.members.push_back(open.file());
+                        set_layout(c.entry, concatenation_layout(open.file()));
+                    }
                     candidates.push_back(std::move(c));
                 } catch (const Error& e) {
-                    problem(rp, std::string(e.what()) + "; not shown");
+                    model_problem(rp, name, e, "; not shown");
                 }
             }
         }
@@ -473,12 +527,12 @@ private:
                 SplitSet set = SplitSet::open(abs + "/" + first, resolve);
                 Candidate c;
                 c.name = merged;
-                c.entry = merged_set_entry(set, join(rel, merged));
+                c.entry = merged_set_entry(set, join(rel, merged), edits.for_model(merged));
                 release_layout(c.entry);
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
-                problem(rp, std::string(e.what()) + "; not shown");
+                model_problem(rp, merged, e, "; not shown");
             }
         }
         if (wanted && !sets.count({wanted->prefix, wanted->count})) {
@@ -509,15 +563,24 @@ private:
             c.entry.attr = attributes(rp, c.entry.parts());
             out_.entries.push_back(std::move(c.entry));
         }
-        if (only_first) return;
+        if (only_first) {
+            watch_edit_files();
+            edits_ = nullptr;
+            return;
+        }
 
         // Rule 4: companions, and with show_shards the hidden files; rule 9 first.
         for (const Listed& f : files) {
             bool is_hidden = hidden.count(f.name) > 0;
             if (is_hidden && !options_.show_shards) continue;
+            if (!is_hidden && is_kv_sidecar_name(f.name)) continue;  // rule 11
             if (!is_hidden && joined_set(f, join(rel, f.name))) continue;
+            if (!is_hidden && edited_single(f, join(rel, f.name))) continue;
             add_as_is(f, join(rel, f.name), is_hidden ? EntryKind::Shard : EntryKind::Companion);
         }
+        for (Problem& p : edits.orphans(rel, out_.problems)) out_.problems.push_back(std::move(p));
+        watch_edit_files();
+        edits_ = nullptr;
     }
 
     /// Serves the regular file `f` as it is at `rp` (rule 4).
@@ -582,6 +645,7 @@ private:
     const CatalogOptions& options_;
     Catalog& out_;
     DirectoryListing* listing_ = nullptr;
+    DirectoryEdits* edits_ = nullptr;  // rule 11: the directory being scanned (scan_files, single_set)
     ino_t listed_directories_ = 0;
     std::vector<Ancestor> ancestors_;
     std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
@@ -594,13 +658,18 @@ private:
 }  // namespace
 
 CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path) {
+    return merged_set_entry(set, path, KvOverrides{});
+}
+
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path, const KvOverrides& overrides) {
     CatalogEntry e;
     e.path = path;
     e.kind = EntryKind::MergedSet;
     e.tensor_count = set.tensor_count();
     for (const Shard& s : set.shards()) e.members.push_back(s.file);
-    e.layout = plan_merge(set);
+    e.layout = plan_merge(set, overrides);
     e.bytes = e.layout.size();
+    if (!overrides.empty()) record_kv_edits(e, overrides, e.layout);
     e.attr = file_attributes(e.parts());
     return e;
 }

@@ -54,6 +54,14 @@
 //     such a header is a Problem too.
 // 10. A name whose path cannot be looked at (longer than PATH_MAX, or lstat fails for another
 //     reason than having vanished) is a Problem naming the path, cut to its first and last bytes.
+// 11. KV overrides (gguf/model/kv_override.hpp, gguf/model/catalog_kv.hpp): a file NAME.gguf.kv
+//     (a sidecar) is never shown; its edits apply to the model served as NAME.gguf in the same
+//     directory (a merged set whose first shard is there, a byte-split or cat-joined file, or a
+//     single unsplit GGUF file, then served as a virtual file: the new header and the original
+//     data range), followed by CatalogOptions::overrides, which apply to every model (every
+//     .gguf file that is a GGUF file). A sidecar with a bad line, or edits that do not fit the
+//     model, make that model a Problem naming the file and line (not shown); a sidecar with no
+//     model of its name is a Problem too. Shards served as they are (show_shards) are not edited.
 #pragma once
 
 #include <sys/stat.h>
@@ -69,6 +77,7 @@
 #include "gguf/bytes/logical_file.hpp"
 #include "gguf/model/access.hpp"
 #include "gguf/model/split_plan.hpp"
+#include "gguf/model/kv_override.hpp"
 
 namespace gguf {
 
@@ -99,6 +108,11 @@ struct CatalogEntry {
     /// What besides the members' parts makes the served bytes (part of the entry's content
     /// identity, fs::entry_fingerprint): for a SplitShard the split options and "shard i of N".
     std::string identity;
+    /// Rule 11: the KV edits in force (KvEdit::spelled(), in the order applied; empty: none).
+    std::vector<std::string> kv_edits;
+    /// Rule 11: with edits, the lowercase hex sha256 of the rendered header bytes (the header
+    /// then depends on more than the parts, so it is part of the entry's identity); else "".
+    std::string header_digest;
 
     /// Served size in bytes.
     uint64_t size() const noexcept { return bytes; }
@@ -123,6 +137,9 @@ struct CatalogDirectory {
 struct Problem {
     std::string path;
     std::string reason;
+    /// Rule 11: the model is not shown because an edit of CatalogOptions::overrides (the command
+    /// line) does not fit it; a mount refuses to start over it.
+    bool refused_override = false;
 };
 
 /// A file or directory the catalog looked at, for change detection (fs/ rescans when any of
@@ -140,6 +157,10 @@ class SplitSet;
 /// shards' files in order, layout plan_merge(set), tensor_count, attributes from the physical
 /// parts (rule 8). Pure; throws like plan_merge.
 CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path);
+
+/// The same with KV edits (rule 11): layout plan_merge(set, overrides), kv_edits and
+/// header_digest set when `overrides` is not empty. Throws like plan_merge(set, overrides).
+CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path, const KvOverrides& overrides);
 
 /// Options of build_catalog.
 struct CatalogOptions {
@@ -165,6 +186,9 @@ struct CatalogOptions {
     /// `gguf-mount split` with these options writes, instead of merged or as it is. A SOURCE
     /// file that is a single GGUF file (not a shard) is then served too.
     std::optional<SplitOptions> split_view;
+    /// Rule 11: edits applied to every model served, after its sidecar's (--override-kv,
+    /// --remove-kv, --chat-template-file). Empty: only sidecars edit.
+    KvOverrides overrides;
 };
 
 /// The whole catalog: sorted by path (directories: "" first), problems by path then reason.

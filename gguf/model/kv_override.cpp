@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cfloat>
@@ -339,6 +340,14 @@ KvOverrides read_kv_sidecar(const std::string& path) {
     const std::string text = read_whole_file(path, kMaxSidecarBytes, "");
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? std::string() : (slash == 0 ? "/" : path.substr(0, slash));
+    return parse_kv_sidecar(text, path, &dir);
+}
+
+KvOverrides parse_kv_sidecar(std::string_view text, const std::string& path, const std::string* base_dir) {
+    if (text.size() > kMaxSidecarBytes) {
+        throw Error(Code::TooLarge, path + ": " + std::to_string(text.size()) + " bytes, more than the " +
+                                        std::to_string(kMaxSidecarBytes) + " allowed");
+    }
     KvOverrides out;
     size_t line_no = 0;
     for (size_t at = 0; at < text.size();) {
@@ -353,9 +362,19 @@ KvOverrides read_kv_sidecar(const std::string& path) {
         const std::string origin = path + ":" + std::to_string(line_no);
         if (line.front() == '-') {
             out.edits.push_back(parse_kv_removal(trim(line.substr(1)), origin));
-        } else {
-            out.edits.push_back(parse_kv_override(line, origin, dir));
+            continue;
         }
+        if (!base_dir) {
+            // Refused before parse_kv_override would open anything: a remote sidecar naming a
+            // local file would otherwise publish that file's bytes.
+            const size_t eq = line.find('=');
+            const std::string_view value = eq == std::string_view::npos ? line : line.substr(eq + 1);
+            if (value.substr(0, 5) == "str:@" && value.substr(0, 6) != "str:@@") {
+                throw bad(origin, std::string(line.substr(0, std::min(eq, size_t{80}))) +
+                                      ": str:@FILE is not allowed in a remote sidecar (write the value itself)");
+            }
+        }
+        out.edits.push_back(parse_kv_override(line, origin, base_dir ? *base_dir : std::string()));
     }
     return out;
 }

@@ -100,6 +100,13 @@ KvEdit chat_template_edit(const std::string& file);
 /// line order, each with origin "PATH:LINE".
 KvOverrides read_kv_sidecar(const std::string& path);
 
+/// The sidecar text `text` read from `path` (a file name or URL, used in origins "PATH:LINE"),
+/// parsed as read_kv_sidecar does. `base_dir` resolves a relative str:@FILE; nullptr refuses
+/// str:@FILE (a sidecar that is not a local file: its @FILE would name a file of this machine)
+/// with gguf::Error(Code::BadArgument) "PATH:LINE: KEY: str:@FILE is not allowed ...", before
+/// anything is opened. Throws Code::TooLarge past kMaxSidecarBytes, and like read_kv_sidecar.
+KvOverrides parse_kv_sidecar(std::string_view text, const std::string& path, const std::string* base_dir);
+
 /// Applies `overrides` to `kvs` by the rule at the top of this file and returns the new list.
 /// Values not edited keep their bytes (shared, not copied). Throws gguf::Error(Code::BadArgument)
 /// "ORIGIN: KEY: ..." for a type that does not fit the key ("KEY is u32, str cannot go into

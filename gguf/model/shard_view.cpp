@@ -113,6 +113,10 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
         e.bytes = e.layout.size();
         e.tensor_count = plans[i].tensors.size();
         e.attr = model.attr;
+        // The model's KV edits make its header, and so every shard's bytes (shard 1 carries the
+        // KV pairs): the shards show them and carry the model's header digest in their identity.
+        e.kv_edits = model.kv_edits;
+        e.header_digest = model.header_digest;
         e.view_of = model.path;
         e.identity = "split-view " + opts + " shard " + std::to_string(i + 1) + " of " + std::to_string(count);
         out.push_back(std::move(e));

@@ -1,7 +1,7 @@
 // Planning a split: which tensors and KV pairs go into which shard, as llama.cpp's gguf-split
 // decides it, and the byte layout of every shard. Pure: no I/O.
 //
-// Rules (llama.cpp tools/gguf-split/gguf-split.cpp, split_strategy; shared/docs/gguf-facts.md):
+// Rules (llama.cpp tools/gguf-split/gguf-split.cpp, split_strategy):
 //  - shard 0 gets every KV pair of the input, then the writer "sets" split.no (u16 = shard
 //    index), split.count (u16 placeholder) and split.tensors.count (i32 = total tensors); a set
 //    removes an existing key and appends it, and split.count is set again once the shard count

@@ -46,7 +46,8 @@ using ShardResolver = std::function<std::optional<LogicalFile>(const std::string
 
 /// A complete, validated split set.
 ///
-/// Rules checked (llama.cpp gguf-split, shared/docs/gguf-facts.md, and what the reference misses):
+/// Rules checked (llama.cpp tools/gguf-split/gguf-split.cpp, ggml src/gguf.cpp, and what the
+/// reference misses):
 ///  - the first shard's name matches PREFIX-00001-of-NNNNN.gguf with NNNNN == its split.count;
 ///  - split.count is present, a u16 and >= 1 in every shard and equal to N (the reference reads
 ///    it with gguf_get_val_u16, which asserts the type); split.no equals the shard's 0-based

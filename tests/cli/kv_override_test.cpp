@@ -3,7 +3,10 @@
 // edited offline, and the refusals with their one-line messages and nothing written.
 #include <unistd.h>
 
+#include <map>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "support/gguf_rewrite.hpp"
 #include "support/support.hpp"
@@ -107,6 +110,77 @@ TEST(MergeOverrides, OverrideThatDoesNotFitTheModelWritesNothing) {
     EXPECT_EQ(one_line(missing.err), "gguf-mount: error: --remove-kv: general.license: not in the file, nothing to remove");
     EXPECT_FALSE(exists(dir / "out.gguf"));
     EXPECT_EQ(::access(dir.path().c_str(), F_OK), 0);
+}
+
+// ---- check: the overrides in force for each model ------------------------------------------
+
+/// A directory with the kvzoo set (a sidecar beside its first shard), tiny-llama cut into two
+/// byte pieces (a sidecar of its own), and a set in bad/ whose sidecar has a bad line 3.
+void make_edited_source(const TempDir& src) {
+    for (int i = 1; i <= 7; ++i) {
+        const std::string name = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
+        gguf_test::copy_file(fixture("kvzoo/t7/" + name), src / name);
+    }
+    gguf_test::write_file(src / "kvzoo.gguf.kv", "llama.context_length=int:8192\n-general.name\n");
+    gguf_test::cut_file(fixture("tiny-llama/tiny-llama.gguf"), {src / "tiny.gguf.part1of2", src / "tiny.gguf.part2of2"});
+    gguf_test::write_file(src / "tiny.gguf.kv", "general.url=str:" + std::string(70, 'u') + "\n");
+    ASSERT_EQ(::mkdir((src / "bad").c_str(), 0755), 0);
+    for (int i = 1; i <= 7; ++i) {
+        const std::string name = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
+        gguf_test::copy_file(fixture("kvzoo/t7/" + name), src / ("bad/" + name));
+    }
+    gguf_test::write_file(src / "bad/kvzoo.gguf.kv", "# two good lines, then a bad one\ngeneral.name=str:x\nx=int\n");
+}
+
+TEST(CheckOverrides, TextShowsTheOverridesOfEachModelAndTheBadSidecar) {
+    TempDir src;
+    make_edited_source(src);
+    const RunResult r = gm({"check", src.path(), "--override-kv", "general.license=str:MIT"});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("kvzoo.gguf: merged-set of 7 shards"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n  override llama.context_length=int:8192\n  override -general.name\n"
+                         "  override general.license=str:MIT\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("tiny.gguf: byte-split of 2 pieces"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("  override general.url=str:<70 bytes>\n  override general.license=str:MIT\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("1 problem:\n  bad/kvzoo.gguf: " + src / "bad/kvzoo.gguf.kv" +
+                         ":3: x: expected KEY=TYPE:VALUE (no ':' after the type); not shown\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("\nkvzoo.gguf.kv: "), std::string::npos) << r.out;  // no sidecar served
+    EXPECT_EQ(r.out.find("\ntiny.gguf.kv: "), std::string::npos) << r.out;
+}
+
+TEST(CheckOverrides, JsonListsTheOverridesUnderEachEntry) {
+    TempDir src;
+    make_edited_source(src);
+    const RunResult r = gm({"check", "--json", src.path()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    std::map<std::string, nlohmann::json> by_path;
+    for (const auto& e : j["entries"]) by_path[e["path"].get<std::string>()] = e;
+    ASSERT_EQ(by_path.count("kvzoo.gguf"), 1u) << r.out;
+    EXPECT_EQ(by_path["kvzoo.gguf"]["overrides"],
+              nlohmann::json::array({"llama.context_length=int:8192", "-general.name"}));
+    EXPECT_EQ(by_path["tiny.gguf"]["overrides"], nlohmann::json::array({"general.url=str:<70 bytes>"}));
+    EXPECT_EQ(by_path.count("kvzoo.gguf.kv"), 0u);
+    EXPECT_EQ(by_path.count("bad/kvzoo.gguf"), 0u);
+    ASSERT_EQ(j["problems"].size(), 1u) << r.out;
+    EXPECT_EQ(j["problems"][0]["path"], "bad/kvzoo.gguf");
+}
+
+TEST(CheckOverrides, SidecarWithoutAModelIsAProblem) {
+    TempDir src;
+    gguf_test::write_file(src / "gone.gguf.kv", "general.name=str:x\n");
+    const RunResult r = gm({"check", src.path()});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("  gone.gguf.kv: " + src / "gone.gguf.kv" +
+                         ": a KV sidecar, but no model gone.gguf is served here; not applied\n"),
+              std::string::npos)
+        << r.out;
 }
 
 }  // namespace

@@ -173,6 +173,39 @@ TEST_F(ShardViewMount, AChangedSourceIsANewGenerationOfEveryShard) {
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
+// KV overrides on the mount (a sidecar, then the command line) apply to the model before it is
+// cut: the view is split's output of `merge` with the same edits; editing the sidecar is a new
+// generation of every shard.
+TEST_F(ShardViewMount, AViewWithOverridesIsTheSplitOfTheEditedMerge) {
+    mount_test::copy_kvzoo(src_);
+    gguf_test::write_file(src_ + "/kvzoo.gguf.kv", "general.name=str:fixed\n");
+    auto expected = [&](const std::string& name) {
+        TempDir want;
+        auto m = gm({"merge", "-q", "--override-kv", "general.name=str:" + name, "--override-kv",
+                     "general.description=str:cli", src_ + "/" + mount_test::kvzoo_shard(1), want / "edited.gguf"});
+        EXPECT_EQ(m.exit_code, 0) << m.err;
+        split_into("--split-max-tensors 5", want / "edited.gguf", want / "kvzoo");
+        ::unlink((want / "edited.gguf").c_str());
+        return tree_sha256(want.path());
+    };
+    ASSERT_TRUE(mount({"--split-max-tensors", "5", "--override-kv", "general.description=str:cli"}));
+    EXPECT_EQ(tree_sha256(mnt_), expected("fixed"));
+    struct stat st {};
+    ASSERT_EQ(::stat((mnt_ + "/kvzoo-00002-of-00009.gguf").c_str(), &st), 0);
+    const ino_t before = st.st_ino;
+    gguf_test::write_file(src_ + "/.kv.tmp", "general.name=str:other\n");
+    ASSERT_EQ(::rename((src_ + "/.kv.tmp").c_str(), (src_ + "/kvzoo.gguf.kv").c_str()), 0);
+    ASSERT_TRUE(time_until(
+        [&] {
+            struct stat now {};
+            return ::stat((mnt_ + "/kvzoo-00002-of-00009.gguf").c_str(), &now) == 0 && now.st_ino != before;
+        },
+        kLiveUpdateLimit))
+        << log();
+    EXPECT_EQ(tree_sha256(mnt_), expected("other"));
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
 // Options that make no plan are refused as split refuses them, with its message.
 TEST_F(ShardViewMount, OptionsThatMakeNoPlanAreRefusedLikeSplit) {
     gguf_test::write_sparse_model(src_ + "/m.gguf", {{"first.weight", {300000}}, {"b", {10}}});  // 1.2 MB tensor

@@ -17,6 +17,7 @@
 #include "gguf/error.hpp"
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
+#include "support/gguf_rewrite.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -212,6 +213,37 @@ TEST(ByteSourceSeam, CatalogOfADirectoryListingFollowsTheLocalRules) {
     std::string out(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     EXPECT_TRUE(out == tiny);
+}
+
+// Issue 22: a sidecar in a remote listing is read through its ByteSource and applies to its
+// model (bytes against the independent writer); it is not served; str:@FILE in it is refused
+// (it would publish a file of this machine) and hides its model, naming the sidecar and line.
+TEST(ByteSourceSeam, SidecarOfAListedDirectoryAppliesAndRefusesLocalFiles) {
+    const auto c = kvzoo_case();
+    MemoryListing listing;
+    const std::string tiny = gguf_test::read_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf"));
+    listing.add_file("", "m.gguf", tiny);
+    listing.add_file("", "m.gguf.kv", "general.name=str:ok\ntokenizer.chat_template=str:@/etc/hostname\n");
+    listing.add_dir("", "sub");
+    for (const auto& shard : c.shards) {
+        listing.add_file("sub", gguf::base_name(shard), gguf_test::read_file(gguf_test::fixture(shard)));
+    }
+    listing.add_file("sub", "kvzoo.gguf.kv", "general.name=str:from a listing\n");
+    gguf::Catalog cat = gguf::build_catalog(listing);
+    ASSERT_EQ(cat.entries.size(), 1u);
+    EXPECT_EQ(cat.entries[0].path, "sub/kvzoo.gguf");
+    EXPECT_EQ(cat.entries[0].kv_edits, std::vector<std::string>{"general.name=str:from a listing"});
+    ASSERT_EQ(cat.problems.size(), 1u);
+    EXPECT_EQ(cat.problems[0].path, "m.gguf");
+    EXPECT_EQ(cat.problems[0].reason, "mem://root/m.gguf.kv:2: tokenizer.chat_template: str:@FILE is not allowed in a "
+                                      "remote sidecar (write the value itself); not shown");
+
+    gguf_test::RawGguf want = gguf_test::cut_gguf(gguf_test::read_file(gguf_test::fixture("kvzoo/merged-reference.gguf")));
+    want.kvs[gguf_test::kv_index(want, "general.name")] = gguf_test::raw_string("general.name", "from a listing");
+    gguf::VirtualFile vf = gguf::VirtualFile::open(cat.entries[0].layout, cat.entries[0].parts());
+    std::string out(vf.size(), '\0');
+    ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+    EXPECT_EQ(gguf_test::sha256_hex(out), gguf_test::sha256_hex(gguf_test::join_gguf(want)));
 }
 
 }  // namespace
