@@ -17,7 +17,6 @@
 #include "cli/split_options.hpp"
 #include "gguf/model/catalog.hpp"
 #include "gguf/model/shard_view.hpp"
-#include "gguf/model/split_set.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
 
@@ -177,10 +176,7 @@ void print_text(const gguf::Catalog& c) {
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
         for (const auto& k : e.kv_edits) std::printf("  override %s\n", esc(k).c_str());
-        // A shard view's sources are those of its model: listed under its first shard only.
-        const bool first_view_shard = e.kind == gguf::EntryKind::SplitShard &&
-                                      gguf::parse_shard_name(gguf::base_name(e.path)).value_or(gguf::ShardName{}).index == 1;
-        if (e.kind == gguf::EntryKind::MergedSet || first_view_shard) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
                 std::printf("  %s %zu: %s, %llu bytes%s", e.kind == gguf::EntryKind::SplitShard ? "source" : "shard",

@@ -122,14 +122,7 @@ std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
     std::string fp = gguf::entry_kind_name(entry.kind);
     fp += ':' + std::to_string(entry.size());
     if (!entry.identity.empty()) fp += '|' + entry.identity;
-    for (const auto& m : entry.members) {
-        for (const auto& p : m.parts) {
-            fp += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
-                  std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
-                  std::to_string(p.st.st_mtim.tv_nsec);
-            if (!p.validator.empty()) fp += ":v=" + p.validator;
-        }
-    }
+    fp += gguf::files_state(entry.members);
     // With KV edits the header depends on more than the parts (a sidecar, an @FILE): its digest
     // keeps an edit of the same length from reusing the inode and its cached header pages.
     if (!entry.header_digest.empty()) fp += "|header=" + entry.header_digest;

@@ -65,6 +65,48 @@ VirtualLayout map_through(VirtualLayout shard, const VirtualLayout& model, const
     return out;
 }
 
+/// Keeps of `model_members` only those `layout` reads (and member 0 when `keep_first`: the KV
+/// pairs of shard 1 come from its header), renumbering the Source extents to the kept members'
+/// parts, so that opening a shard opens only the files it reads. Returns the kept members.
+std::vector<LogicalFile> compact_members(VirtualLayout& layout, const std::vector<LogicalFile>& model_members,
+                                         bool keep_first) {
+    std::vector<uint32_t> member_of;  // part index -> member index
+    std::vector<uint32_t> first_part;  // member index -> index of its first part
+    for (uint32_t m = 0; m < model_members.size(); ++m) {
+        first_part.push_back(static_cast<uint32_t>(member_of.size()));
+        member_of.insert(member_of.end(), model_members[m].parts.size(), m);
+    }
+    std::vector<bool> used(model_members.size(), false);
+    if (keep_first && !used.empty()) used[0] = true;
+    for (const Extent& e : layout.extents()) {
+        if (e.kind == Extent::Kind::Source) used.at(member_of.at(e.source)) = true;
+    }
+    std::vector<LogicalFile> kept;
+    std::vector<uint32_t> new_first(model_members.size(), 0);
+    uint32_t parts = 0;
+    for (uint32_t m = 0; m < model_members.size(); ++m) {
+        if (!used[m]) continue;
+        new_first[m] = parts;
+        parts += static_cast<uint32_t>(model_members[m].parts.size());
+        kept.push_back(model_members[m]);
+    }
+    VirtualLayout out;
+    out.set_header(layout.take_header());
+    for (const Extent& e : layout.extents()) {
+        switch (e.kind) {
+            case Extent::Kind::Header: out.append_header_range(e.source_offset, e.length); break;
+            case Extent::Kind::Zeros: out.append_zeros(e.length); break;
+            case Extent::Kind::Source: {
+                const uint32_t m = member_of[e.source];
+                out.append_source(new_first[m] + (e.source - first_part[m]), e.source_offset, e.length);
+                break;
+            }
+        }
+    }
+    layout = std::move(out);
+    return kept;
+}
+
 /// Frees `e`'s layout (e.bytes keeps the size); moved out so no capacity is kept.
 void release(CatalogEntry& e) { VirtualLayout released(std::move(e.layout)); }
 
@@ -102,14 +144,15 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
     const std::string prefix =
         ends_with(model.path, ".gguf") ? model.path.substr(0, model.path.size() - 5) : model.path;
     const std::string opts = split_options_text(options);
+    const std::string model_state = files_state(model.members);
     std::vector<CatalogEntry> out;
     out.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
         CatalogEntry e;
         e.path = shard_path(prefix, i + 1, count);
         e.kind = EntryKind::SplitShard;
-        e.members = model.members;
         e.layout = map_through(std::move(plans[i].layout), model.layout, model.path);
+        e.members = compact_members(e.layout, model.members, i == 0);
         e.bytes = e.layout.size();
         e.tensor_count = plans[i].tensors.size();
         e.attr = model.attr;
@@ -118,7 +161,9 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
         e.kv_edits = model.kv_edits;
         e.header_digest = model.header_digest;
         e.view_of = model.path;
-        e.identity = "split-view " + opts + " shard " + std::to_string(i + 1) + " of " + std::to_string(count);
+        // Every shard is a new generation when any file of the model changes.
+        e.identity = "split-view " + opts + " shard " + std::to_string(i + 1) + " of " + std::to_string(count) +
+                     " model" + model_state;
         out.push_back(std::move(e));
     }
     return out;

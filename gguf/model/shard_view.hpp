@@ -20,9 +20,10 @@
 //    model a Problem (no partial sets);
 //  - a plan the options cannot make (a first tensor larger than --split-max-size, ...) is a
 //    Problem carrying plan_split's message, as `split` refuses it;
-//  - every shard keeps all of the model's members and attributes: the access rule and the
-//    content identity are the model's, so a change to any part is a new generation of every
-//    shard.
+//  - a shard's members are the model's files it reads (and, for shard 1, the file its KV pairs
+//    come from), so opening it opens only those and access is checked on them; its mode is the
+//    model's (narrowed by every part, as the merged view's); its identity names the state of
+//    every file of the model, so a change to any of them is a new generation of every shard.
 #pragma once
 
 #include <string>
@@ -43,8 +44,9 @@ bool is_shard_view_model(const CatalogEntry& entry);
 
 /// The shard entries of model `model`, whose layout must be planned (CatalogOptions::
 /// keep_layouts): kind SplitShard, path NAME-0000i-of-0000N.gguf beside the model, layout over
-/// model.parts(), members and attr of the model, tensor_count of the shard, view_of the
-/// model's path, identity naming the options and the shard. Reads only the model's header.
+/// its members' parts (the model's members it reads), attr and KV edits of the model,
+/// tensor_count of the shard, view_of the model's path, identity naming the options, the shard
+/// and the state of the model's files (gguf::files_state). Reads only the model's header.
 /// Throws gguf::Error: plan_split's errors (Code::BadArgument), and the header reader's
 /// (the model's parts cannot be opened or changed).
 std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const SplitOptions& options);

@@ -131,6 +131,26 @@ TEST(ShardView, ByteSplitShardsOfASetAreReCut) {
     expect_reference_shards(c, mc, "kvzoo", "kvzoo.gguf");
 }
 
+TEST(ShardView, EachShardOpensOnlyTheSourceShardsItReads) {
+    auto c = view(fixture("kvzoo/t7"), gguf_test::parse_manifest_options("--split-max-tensors 5"));
+    ASSERT_EQ(c.entries.size(), 9u) << problems_text(c);
+    std::vector<std::string> got;
+    for (const auto& e : c.entries) {
+        std::string names;
+        for (const auto& m : e.members) names += gguf::base_name(m.path).substr(6, 5) + " ";
+        got.push_back(names);
+    }
+    // 43 tensors in source shards of 7 (the last of 1), cut into shards of 5: shard k reads
+    // tensors 5(k-1) .. 5k-1.
+    EXPECT_EQ(got, (std::vector<std::string>{"00001 ", "00001 00002 ", "00002 00003 ", "00003 ", "00003 00004 ",
+                                             "00004 00005 ", "00005 ", "00006 ", "00006 00007 "}));
+    // Shard 1 carries the KV pairs of source shard 1 even when it holds no tensor.
+    auto ntfs = view(fixture("kvzoo/t7"), gguf_test::parse_manifest_options("--split-max-tensors 5 --no-tensor-first-split"));
+    ASSERT_FALSE(ntfs.entries.empty());
+    ASSERT_EQ(ntfs.entries[0].members.size(), 1u);
+    EXPECT_EQ(gguf::base_name(ntfs.entries[0].members[0].path), "kvzoo-00001-of-00007.gguf");
+}
+
 TEST(ShardView, ALimitSmallerThanTheFirstTensorIsTheProblemSplitReports) {
     TempDir src;
     gguf_test::write_sparse_model(src / "m.gguf", {{"first.weight", {300000}}, {"b", {10}}});  // 1.2 MB first tensor
@@ -178,7 +198,8 @@ TEST(ShardView, ProjectorsAndOtherFilesStayAsTheyAre) {
 TEST(ShardView, EntriesNameTheirOptionsAndShardInTheirIdentity) {
     auto c = view(fixture("kvzoo/original.gguf"), gguf_test::parse_manifest_options("--split-max-tensors 7 --no-tensor-first-split"));
     ASSERT_EQ(c.entries.size(), 8u) << problems_text(c);
-    EXPECT_EQ(c.entries[1].identity, "split-view --split-max-tensors 7 --no-tensor-first-split shard 2 of 8");
+    EXPECT_EQ(c.entries[1].identity, "split-view --split-max-tensors 7 --no-tensor-first-split shard 2 of 8 model" +
+                                         gguf::files_state(c.entries[1].members));
     EXPECT_EQ(c.entries[0].tensor_count, 0u);
     EXPECT_EQ(c.entries[1].tensor_count, 7u);
 }
