@@ -30,39 +30,47 @@ Header served_header(const CatalogEntry& entry) {
     return read_header(pread, file.size(), entry.path);
 }
 
-/// `shard` (Source extents: source 0, offsets in the model's served file) with every Source
-/// extent replaced by what `model` (the model's layout over its physical parts) has there.
-VirtualLayout map_through(VirtualLayout shard, const VirtualLayout& model, const std::string& name) {
+/// `in` with its header bytes, Header and Zeros extents kept and each Source extent `e`
+/// replaced by what `source(e, out)` appends to `out`.
+template <typename Fn>
+VirtualLayout rewrite_sources(VirtualLayout in, Fn&& source) {
     VirtualLayout out;
-    out.set_header(shard.take_header());
-    for (const Extent& e : shard.extents()) {
-        switch (e.kind) {
-            case Extent::Kind::Header: out.append_header_range(e.source_offset, e.length); break;
-            case Extent::Kind::Zeros: out.append_zeros(e.length); break;
-            case Extent::Kind::Source: {
-                uint64_t mapped = 0;
-                model.for_each_piece(e.source_offset, e.length, [&](const Piece& p) {
-                    mapped += p.length;
-                    if (p.extent->kind == Extent::Kind::Zeros) {
-                        out.append_zeros(p.length);
-                    } else if (p.extent->kind == Extent::Kind::Source) {
-                        out.append_source(p.extent->source, p.extent->source_offset + p.skip, p.length);
-                    } else {
-                        // Tensor data never lies in a synthesized header; a layout that says so is a bug.
-                        throw Error(Code::BadArgument, name + ": tensor data inside the served header at byte " +
-                                                           std::to_string(p.extent->start + p.skip));
-                    }
-                });
-                if (mapped != e.length) {
-                    throw Error(Code::Truncated, name + ": tensor data at byte " + std::to_string(e.source_offset) +
-                                                     " runs past the end of the file (" +
-                                                     std::to_string(model.size()) + " bytes)");
-                }
-                break;
-            }
+    out.set_header(in.take_header());
+    for (const Extent& e : in.extents()) {
+        if (e.kind == Extent::Kind::Header) {
+            out.append_header_range(e.source_offset, e.length);
+        } else if (e.kind == Extent::Kind::Zeros) {
+            out.append_zeros(e.length);
+        } else {
+            source(e, out);
         }
     }
     return out;
+}
+
+/// `shard` (Source extents: source 0, offsets in the model's served file) with every Source
+/// extent replaced by what `model` (the model's layout over its physical parts) has there.
+VirtualLayout map_through(VirtualLayout shard, const VirtualLayout& model, const std::string& name) {
+    return rewrite_sources(std::move(shard), [&](const Extent& e, VirtualLayout& out) {
+        uint64_t mapped = 0;
+        model.for_each_piece(e.source_offset, e.length, [&](const Piece& p) {
+            mapped += p.length;
+            if (p.extent->kind == Extent::Kind::Zeros) {
+                out.append_zeros(p.length);
+            } else if (p.extent->kind == Extent::Kind::Source) {
+                out.append_source(p.extent->source, p.extent->source_offset + p.skip, p.length);
+            } else {
+                // Tensor data never lies in a synthesized header; a layout that says so is a bug.
+                throw Error(Code::BadArgument, name + ": tensor data inside the served header at byte " +
+                                                   std::to_string(p.extent->start + p.skip));
+            }
+        });
+        if (mapped != e.length) {
+            throw Error(Code::Truncated, name + ": tensor data at byte " + std::to_string(e.source_offset) +
+                                             " runs past the end of the file (" +
+                                             std::to_string(model.size()) + " bytes)");
+        }
+    });
 }
 
 /// Keeps of `model_members` only those `layout` reads (and member 0 when `keep_first`: the KV
@@ -90,20 +98,10 @@ std::vector<LogicalFile> compact_members(VirtualLayout& layout, const std::vecto
         parts += static_cast<uint32_t>(model_members[m].parts.size());
         kept.push_back(model_members[m]);
     }
-    VirtualLayout out;
-    out.set_header(layout.take_header());
-    for (const Extent& e : layout.extents()) {
-        switch (e.kind) {
-            case Extent::Kind::Header: out.append_header_range(e.source_offset, e.length); break;
-            case Extent::Kind::Zeros: out.append_zeros(e.length); break;
-            case Extent::Kind::Source: {
-                const uint32_t m = member_of[e.source];
-                out.append_source(new_first[m] + (e.source - first_part[m]), e.source_offset, e.length);
-                break;
-            }
-        }
-    }
-    layout = std::move(out);
+    layout = rewrite_sources(std::move(layout), [&](const Extent& e, VirtualLayout& out) {
+        const uint32_t m = member_of[e.source];
+        out.append_source(new_first[m] + (e.source - first_part[m]), e.source_offset, e.length);
+    });
     return kept;
 }
 
