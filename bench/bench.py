@@ -24,6 +24,7 @@ import sys
 import time
 
 import real_client as rc
+import views
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
@@ -609,6 +610,8 @@ class Bench:
             self.offline()
         if "llama" in self.a.sections:
             self.llama()
+        if "views" in self.a.sections:
+            views.run_views(self, log)
         env["load_end"] = loadavg()
         env["load_samples_1min"] = self.load_samples
         env["wall_seconds"] = round(time.time() - t0)
@@ -754,6 +757,7 @@ def write_reports(res, outdir, name):
                 k, med(g), min(g), max(g), med([r["seconds"] for r in rs]), mib(max(r["max_rss"] for r in rs)), ratio))
         lines.append("")
     lines += llama_table(res.get("llama"))
+    lines += views.views_table(res)
     lines += targets_table(res)
     md = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, name + ".md"), "w") as f:
@@ -896,8 +900,9 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline,llama",
-                    help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages)")
+    ap.add_argument("--sections", default="matrix,startup,offline,llama,views",
+                    help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages); "
+                         "views: shard views (bench/views.py)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

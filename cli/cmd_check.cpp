@@ -15,7 +15,9 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/source.hpp"
+#include "cli/split_options.hpp"
 #include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
 
@@ -104,7 +106,9 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
             jm["parts"] = parts;
             members.push_back(jm);
         }
-        je[e.kind == gguf::EntryKind::MergedSet ? "shards" : "files"] = members;
+        if (e.kind == gguf::EntryKind::SplitShard) put_name(je, "view_of", e.view_of);
+        je[e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard ? "shards" : "files"] =
+            members;
         if (!e.kv_edits.empty()) {
             nlohmann::ordered_json edits = nlohmann::ordered_json::array();
             for (const auto& k : e.kv_edits) edits.push_back(gguf::escape(k));
@@ -146,7 +150,7 @@ void print_text(const gguf::Catalog& c) {
     const std::string base = base_dir(c);
     auto esc = [](const std::string& s) { return gguf::escape(s); };
     std::printf("source %s\n", esc(c.source).c_str());
-    size_t counts[4] = {0, 0, 0, 0};
+    size_t counts[5] = {0, 0, 0, 0, 0};
     for (const auto& e : c.entries) {
         ++counts[static_cast<size_t>(e.kind)];
         std::string what = gguf::entry_kind_name(e.kind);
@@ -154,18 +158,22 @@ void print_text(const gguf::Catalog& c) {
             what += " of " + std::to_string(e.members.size()) + " shard" + (e.members.size() == 1 ? "" : "s");
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
             what += " of " + std::to_string(e.members.front().parts.size()) + " pieces";
+        } else if (e.kind == gguf::EntryKind::SplitShard) {
+            what += " of " + esc(e.view_of);
         }
         std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
                     static_cast<unsigned long long>(e.size()));
-        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit || !e.kv_edits.empty()) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit ||
+            e.kind == gguf::EntryKind::SplitShard || !e.kv_edits.empty()) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
         for (const auto& k : e.kv_edits) std::printf("  override %s\n", esc(k).c_str());
-        if (e.kind == gguf::EntryKind::MergedSet) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
-                std::printf("  shard %zu: %s, %llu bytes%s", i + 1, esc(relative(base, m.path)).c_str(),
+                std::printf("  %s %zu: %s, %llu bytes%s", e.kind == gguf::EntryKind::SplitShard ? "source" : "shard",
+                            i + 1, esc(relative(base, m.path)).c_str(),
                             static_cast<unsigned long long>(m.size()),
                             m.is_concatenation() ? "" : at_offset(m.parts.front()).c_str());
                 if (m.is_concatenation()) std::printf(", %zu byte pieces", m.parts.size());
@@ -199,8 +207,10 @@ void print_text(const gguf::Catalog& c) {
         dirs = std::to_string(c.directories.size()) + (c.directories.size() == 1 ? " directory, " : " directories, ");
     }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
-                "%s%zu problem(s)\n",
-                counts[0], counts[1], counts[2], counts[3], dirs.c_str(), c.problems.size());
+                "%s%s%zu problem(s)\n",
+                counts[0], counts[1], counts[2], counts[3],
+                counts[4] ? (std::to_string(counts[4]) + " split shard(s), ").c_str() : "", dirs.c_str(),
+                c.problems.size());
 }
 
 }  // namespace
@@ -221,6 +231,7 @@ int run_check(int argc, char** argv) {
     options.parse_positional({"source", "extra"});
     add_remote_options(options, "URL or hf://: ");
     add_kv_override_options(options);
+    add_split_view_options(options);
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
@@ -242,8 +253,9 @@ int run_check(int argc, char** argv) {
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
         try {
+            copt.split_view = read_split_options(r, true);
             copt.overrides = read_kv_override_options(r);
-        } catch (const gguf::Error& e) {  // a malformed --override-kv, or its @FILE unreadable
+        } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
             return usage_error("check", e.what());
         }
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -270,6 +282,10 @@ int run_check(int argc, char** argv) {
                                                        "local SOURCE or a remote directory, not yet to a remote first shard");
         }
         catalog = resolved.catalog(copt);
+        // A remote first shard is one set, not a listing: its view is applied here.
+        if (copt.split_view && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+            gguf::apply_shard_view(catalog, *copt.split_view, false);
+        }
     } catch (const std::exception& e) {
         // SOURCE missing, not a directory or file, out of memory...: still one document for a
         // program, and the one-line error for a person.

@@ -28,10 +28,13 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/source.hpp"
+#include "cli/split_options.hpp"
 #include "common/text.hpp"
+#include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 #include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/url_parts.hpp"
@@ -152,6 +155,7 @@ cxxopts::Options make_options() {
     options.parse_positional({"source", "mountpoint"});
     add_kv_override_options(options);
     add_remote_options(options, "remote SOURCE: ", kMountOptions);
+    add_split_view_options(options);
     return options;
 }
 
@@ -175,6 +179,9 @@ int run_mount(int argc, char** argv) {
                     "  PREFIX-00001-of-0000N.gguf ... -> PREFIX.gguf, the merged set (shards hidden)\n"
                     "  NAME.gguf-split-a, -b, ... or NAME.gguf.part1ofN ... -> NAME.gguf, concatenated\n"
                     "  every other file (README.md, *.json, mmproj-*.gguf, ...) as it is; folders mirrored\n"
+                    "  with --split-max-tensors N or --split-max-size N(M|G): every model (set, single or\n"
+                    "  byte-split GGUF file) as NAME-00001-of-0000N.gguf ..., the bytes 'gguf-mount split'\n"
+                    "  writes with the same options, without writing them\n"
                     "Incomplete or invalid sets are not shown and are logged once with the reason. While\n"
                     "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
                     "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
@@ -188,6 +195,7 @@ int run_mount(int argc, char** argv) {
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
                     "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
+                    "  gguf-mount big.gguf /mnt/up --split-max-size 45G     big.gguf as shards to upload\n"
                     "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
                     "                                                      the block cache\n"
                     "  gguf-mount /models /mnt/m --chat-template-file fixed.jinja   every model with a new template\n",
@@ -203,10 +211,12 @@ int run_mount(int argc, char** argv) {
         std::printf("%s %s\n", kProgram, GGUF_MOUNT_VERSION);
         return 0;
     }
+    std::optional<gguf::SplitOptions> split_view;  // a shard view (gguf/model/shard_view.hpp)
     gguf::KvOverrides overrides;
     try {
+        split_view = read_split_options(args, true);
         overrides = read_kv_override_options(args);
-    } catch (const gguf::Error& e) {  // a malformed --override-kv, or its @FILE unreadable
+    } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
         std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
@@ -304,6 +314,7 @@ int run_mount(int argc, char** argv) {
                          resolved.context->cache().dir());
         }
         dopt.overrides = overrides;
+        dopt.split_view = split_view;
         auto build = resolved.catalog_builder(dopt);
         if (!single_set) {
             live = fs::LiveFilesystem::with_builder(source, build);
@@ -316,6 +327,7 @@ int run_mount(int argc, char** argv) {
             std::shared_ptr<gguf::Catalog> first_catalog;
             try {
                 first_catalog = std::make_shared<gguf::Catalog>(build());
+                if (split_view) gguf::apply_shard_view(*first_catalog, *split_view, true);
             } catch (const std::exception& e) {
                 spdlog::error("{}", e.what());
                 return 1;
@@ -326,13 +338,15 @@ int run_mount(int argc, char** argv) {
                              hub_file ? " at " + remote::url_for_message(resolved.url) : std::string(),
                              resolved.context->cache().dir());
             }
-            live = fs::LiveFilesystem::with_builder(source, [first_catalog, build]() mutable {
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, build, split_view]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                     gguf::Catalog c = std::move(*first_catalog);
                     first_catalog.reset();
                     return c;
                 }
-                return build();
+                gguf::Catalog c = build();
+                if (split_view) gguf::apply_shard_view(c, *split_view, true);
+                return c;
             });
         }
     }
@@ -342,6 +356,7 @@ int run_mount(int argc, char** argv) {
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
     copt.overrides = overrides;
+    copt.split_view = split_view;
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.

@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/offline.hpp"
 #include "cli/progress.hpp"
+#include "cli/split_options.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/output.hpp"
 #include "gguf/format/reader.hpp"
@@ -195,22 +196,11 @@ int run_split(int argc, char** argv) {
             return usage_error("split", "expected GGUF_IN and OUT_PREFIX, got more arguments (first extra: '" +
                                          r["extra"].as<std::vector<std::string>>().front() + "')");
         }
-        const bool by_size = r.count("split-max-size") > 0;
-        const bool by_tensors = r.count("split-max-tensors") > 0;
-        if (by_size && by_tensors) {
-            return usage_error("split", "--split-max-size and --split-max-tensors cannot be used together");
-        }
         try {
-            if (by_size) {
-                a.options.mode = gguf::SplitOptions::Mode::Size;
-                a.options.max_bytes = gguf::parse_split_max_size(r["split-max-size"].as<std::string>());
-            } else if (by_tensors) {
-                a.options.max_tensors = gguf::parse_split_max_tensors(r["split-max-tensors"].as<std::string>());
-            }
+            a.options = *read_split_options(r, false);
         } catch (const gguf::Error& e) {
             return usage_error("split", e.what());
         }
-        a.options.no_tensor_first_split = r.count("no-tensor-first-split") > 0;
         a.dry_run = r.count("dry-run") > 0;
         a.quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {

@@ -128,9 +128,19 @@ struct Node {
     std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
 };
 
+/// True for the files served from a plan over their sources (merged sets, byte-split files,
+/// shard-view shards): pinned while the descriptor budget allows, random uncached reads O_DIRECT.
+/// Companions and shards shown as they are: false.
+inline bool planned_kind(gguf::EntryKind kind) noexcept {
+    return kind == gguf::EntryKind::MergedSet || kind == gguf::EntryKind::ByteSplit ||
+           kind == gguf::EntryKind::SplitShard;
+}
+
 /// Identity of an entry's content: kind, size, every physical part's path, device, inode,
-/// size and mtime, and for an entry with KV edits the digest of its rendered header
-/// (CatalogEntry::header_digest). Two catalog entries with equal fingerprints serve the same bytes.
+/// size and mtime, for an entry with KV edits the digest of its rendered header
+/// (CatalogEntry::header_digest), and its identity (what else makes the bytes: the split
+/// options and shard of a shard view). Two catalog entries with equal fingerprints serve the
+/// same bytes.
 std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
 /// stat(2) attributes for a catalog entry served as inode `ino`: S_IFREG | attr.mode, uid, gid,

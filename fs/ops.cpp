@@ -263,8 +263,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             fuse_reply_err(req, e);
             return;
         }
-        const bool random_direct =
-            node->kind == gguf::EntryKind::MergedSet || node->kind == gguf::EntryKind::ByteSplit;
+        const bool random_direct = planned_kind(node->kind);
         auto of = std::make_unique<OpenFile>(OpenFile{std::move(file), node->path, random_direct});
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
         {

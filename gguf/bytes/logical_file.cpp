@@ -127,4 +127,17 @@ std::vector<FilePart> flattened_parts(const std::vector<LogicalFile>& files) {
     return out;
 }
 
+std::string files_state(const std::vector<LogicalFile>& files) {
+    std::string out;
+    for (const auto& m : files) {
+        for (const auto& p : m.parts) {
+            out += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
+                   std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
+                   std::to_string(p.st.st_mtim.tv_nsec);
+            if (!p.validator.empty()) out += ":v=" + p.validator;
+        }
+    }
+    return out;
+}
+
 }  // namespace gguf

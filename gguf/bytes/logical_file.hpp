@@ -127,4 +127,9 @@ VirtualLayout concatenation_layout(const LogicalFile& file);
 /// The physical parts of `files`, in the order flatten_sources numbers them.
 std::vector<FilePart> flattened_parts(const std::vector<LogicalFile>& files);
 
+/// The state of every part of `files` as one string: per part "|PATH:DEV:INO:SIZE:MTIME_S.NS"
+/// and ":v=VALIDATOR" when it has one. Equal strings: the same files as far as stat (and the
+/// remote validator) can tell. Used in content identities (fs::entry_fingerprint).
+std::string files_state(const std::vector<LogicalFile>& files);
+
 }  // namespace gguf

@@ -22,6 +22,7 @@
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/format/reader.hpp"
+#include "gguf/model/shard_view.hpp"
 #include "gguf/model/split_set.hpp"
 
 namespace gguf {
@@ -154,6 +155,11 @@ public:
                 watch_edit_files();
                 edits_ = nullptr;
                 if (served) return;
+                // A shard view splits a single GGUF file too (gguf/model/shard_view.hpp).
+                if (options_.split_view) {
+                    add_as_is(l, base, EntryKind::Companion);
+                    return;
+                }
             }
         }
         if (!sn || sn->index != 1) {
@@ -570,20 +576,25 @@ private:
             if (!is_hidden && is_kv_sidecar_name(f.name)) continue;  // rule 11
             if (!is_hidden && joined_set(f, join(rel, f.name))) continue;
             if (!is_hidden && edited_single(f, join(rel, f.name))) continue;
-            CatalogEntry e;
-            e.path = join(rel, f.name);
-            e.kind = is_hidden ? EntryKind::Shard : EntryKind::Companion;
-            LogicalFile lf;
-            lf.path = f.part.path;
-            lf.parts.push_back(f.part);
-            set_layout(e, concatenation_layout(lf));
-            e.members.push_back(std::move(lf));
-            e.attr = attributes(e.path, e.parts());
-            out_.entries.push_back(std::move(e));
+            add_as_is(f, join(rel, f.name), is_hidden ? EntryKind::Shard : EntryKind::Companion);
         }
         for (Problem& p : edits.orphans(rel, out_.problems)) out_.problems.push_back(std::move(p));
         watch_edit_files();
         edits_ = nullptr;
+    }
+
+    /// Serves the regular file `f` as it is at `rp` (rule 4).
+    void add_as_is(const Listed& f, const std::string& rp, EntryKind kind) {
+        CatalogEntry e;
+        e.path = rp;
+        e.kind = kind;
+        LogicalFile lf;
+        lf.path = f.part.path;
+        lf.parts.push_back(f.part);
+        set_layout(e, concatenation_layout(lf));
+        e.members.push_back(std::move(lf));
+        e.attr = attributes(e.path, e.parts());
+        out_.entries.push_back(std::move(e));
     }
 
     /// list() for a DirectoryListing: every item is a real name; files carry their source;
@@ -669,6 +680,7 @@ const char* entry_kind_name(EntryKind kind) noexcept {
         case EntryKind::ByteSplit: return "byte-split";
         case EntryKind::Companion: return "companion";
         case EntryKind::Shard: return "shard";
+        case EntryKind::SplitShard: return "split-shard";
     }
     return "?";
 }
@@ -697,6 +709,13 @@ void sort_catalog(Catalog& out) {
     std::sort(out.notes.begin(), out.notes.end(), by_path_reason);
 }
 
+/// The options of the walk: a shard view plans its shards from the models' layouts.
+CatalogOptions walk_options(const CatalogOptions& options) {
+    CatalogOptions o = options;
+    if (o.split_view) o.keep_layouts = true;
+    return o;
+}
+
 }  // namespace
 
 Catalog build_catalog(const std::string& source, const CatalogOptions& options) {
@@ -707,7 +726,8 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
         int e = errno;
         throw Error(Code::Io, source + ": " + std::strerror(e), e);
     }
-    Walker w(options, out);
+    const CatalogOptions walk = walk_options(options);  // outlives the walker, which keeps a reference
+    Walker w(walk, out);
     if (S_ISDIR(st.st_mode)) {
         w.walk(source, "", st, 0);
     } else if (S_ISREG(st.st_mode)) {
@@ -718,19 +738,22 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
         throw Error(Code::Io, source + ": not a directory or a regular file");
     }
     sort_catalog(out);
+    if (options.split_view) apply_shard_view(out, *options.split_view, options.keep_layouts);
     return out;
 }
 
 Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) {
     Catalog out;
     out.source = listing.root();
-    Walker w(options, out, &listing);
+    const CatalogOptions walk = walk_options(options);
+    Walker w(walk, out, &listing);
     struct stat st {};
     st.st_mode = S_IFDIR | 0555;
     st.st_uid = ::getuid();
     st.st_gid = ::getgid();
     w.walk(out.source, "", st, 0);
     sort_catalog(out);
+    if (options.split_view) apply_shard_view(out, *options.split_view, options.keep_layouts);
     return out;
 }
 

@@ -68,6 +68,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,7 @@
 #include "gguf/bytes/layout.hpp"
 #include "gguf/bytes/logical_file.hpp"
 #include "gguf/model/access.hpp"
+#include "gguf/model/split_plan.hpp"
 #include "gguf/model/kv_override.hpp"
 
 namespace gguf {
@@ -85,9 +87,10 @@ enum class EntryKind : uint8_t {
     ByteSplit,   // byte-split pieces served concatenated (rule 2)
     Companion,   // any other regular file, served as is (rule 4)
     Shard,       // a shard file or byte piece, served as is with show_shards (rule 4)
+    SplitShard,  // one shard of a model shown as gguf-split shards (CatalogOptions::split_view)
 };
 
-/// "merged-set", "byte-split", "companion", "shard" (used in `check` output, text and JSON).
+/// "merged-set", "byte-split", "companion", "shard", "split-shard" (used in `check` output, text and JSON).
 const char* entry_kind_name(EntryKind kind) noexcept;
 
 /// One file of the mount.
@@ -100,6 +103,11 @@ struct CatalogEntry {
     uint64_t bytes = 0;                // served size in bytes (layout.size() when it was planned)
     uint64_t tensor_count = 0;         // MergedSet and ByteSplit: tensors of the GGUF file; else 0
     EntryAttributes attr;
+    /// SplitShard: the path the model has in a merged mount ("Q4_K_M/x.gguf"); else empty.
+    std::string view_of;
+    /// What besides the members' parts makes the served bytes (part of the entry's content
+    /// identity, fs::entry_fingerprint): for a SplitShard the split options and "shard i of N".
+    std::string identity;
     /// Rule 11: the KV edits in force (KvEdit::spelled(), in the order applied; empty: none).
     std::vector<std::string> kv_edits;
     /// Rule 11: with edits, the lowercase hex sha256 of the rendered header bytes (the header
@@ -174,6 +182,10 @@ struct CatalogOptions {
     /// while the session is ending is never answered and the daemon cannot exit (seen as a test
     /// run waiting forever on a daemon whose last thread sat in the kernel's FUSE request wait).
     std::vector<std::string> skip_paths;
+    /// Shard view (gguf/model/shard_view.hpp): every model is shown as the shards
+    /// `gguf-mount split` with these options writes, instead of merged or as it is. A SOURCE
+    /// file that is a single GGUF file (not a shard) is then served too.
+    std::optional<SplitOptions> split_view;
     /// Rule 11: edits applied to every model served, after its sidecar's (--override-kv,
     /// --remove-kv, --chat-template-file). Empty: only sidecars edit.
     KvOverrides overrides;

@@ -7,7 +7,8 @@
 #   PART        npm      check that scripts/install-deps.sh installed the npm packages of tests/clients
 #               llama    node-llama-cpp (llama.cpp) loads tiny-llama three ways: the original file,
 #                        its first shard (split with our own `gguf-mount split`), and the merged
-#                        file on the mount; greedy token ids must equal tiny-llama-expected.json's
+#                        file on the mount, then the first shard of a shard view (--split-max-tensors 7);
+#                        greedy token ids must equal tiny-llama-expected.json's
 #                        (tiny-llama/README.md; remote mounts: clients/remote_llama_test.cpp)
 #               hf-gguf  @huggingface/gguf reads the mounted merged files: every KV and tensor
 #                        info equals the original's, apart from the documented split.* keys
@@ -167,6 +168,25 @@ part_llama() {
     esac
   done
   say "node-llama-cpp: original, first shard and mounted merged file give the README's token ids"
+  unmount
+  # A shard view of the original file (4 shards of at most 7 tensors, never written): llama.cpp
+  # opens the first shard and finds the siblings itself.
+  "$bin" "$tiny" "$work/mnt" -f --split-max-tensors 7 >"$work/daemon.log" 2>&1 &
+  daemon=$!
+  local first=$work/mnt/tiny-llama-00001-of-00004.gguf
+  for _ in $(seq 100); do
+    [ -e "$first" ] && break
+    kill -0 "$daemon" 2>/dev/null || die "gguf-mount --split-max-tensors 7 exited before mounting"
+    sleep 0.1
+  done
+  [ -e "$first" ] || die "shard view not mounted within 10 s"
+  out=$(cd "$here" && node llama-tokens.mjs "$first")
+  say "$out"
+  case "$out" in
+    *"$expected"*) ;;
+    *) die "$first: token ids differ from tiny-llama-expected.json (prompt $prompt_ids, generated $generated_ids)" ;;
+  esac
+  say "node-llama-cpp: the first shard of a shard view gives the README's token ids"
   unmount
 }
 
