@@ -189,7 +189,7 @@ int run_mount(int argc, char** argv) {
                     "MOUNTPOINT must be an empty directory (else --allow-non-empty) with nothing mounted\n"
                     "on it; a dead gguf-mount mount there (its daemon was killed) is cleared first. It may\n"
                     "lie inside SOURCE (it is never scanned); SOURCE may not lie inside it.\n"
-                    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount, or SIGTERM to the daemon).\n"
+                    "Unmount with 'gguf-mount umount MOUNTPOINT' (or fusermount3 -u, umount, or SIGTERM to the daemon).\n"
                     "\n"
                     "Examples:\n"
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
