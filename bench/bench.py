@@ -24,6 +24,7 @@ import sys
 import time
 
 import real_client as rc
+import views
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
@@ -31,7 +32,7 @@ MIB = float(1 << 20)
 
 # Stock passthrough_ll hits libfuse 3.14's per-request allocate+pread+free fallback for every
 # read (fuse_reply_data with fd buffers and no splice capability); glibc then mmaps/munmaps
-# each 128 KiB-1 MiB buffer and every fresh page costs ~15 us on this VM (0.2-0.3 GiB/s).
+# each 128 KiB-1 MiB buffer, and every fresh page is expensive on a VM (bench/README.md).
 # These malloc tunables keep the buffers in the heap so the baseline is not crippled by that.
 PTLL_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 
@@ -396,9 +397,8 @@ class Bench:
             names = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
             for n in names:
                 # Every run starts from dropped caches. Warm runs then fill this target alone with
-                # one sequential read() pass: on this VM, how fast a warm cache reads depends on
-                # which physical pages it got (measured: the same FUSE file read 7.3 or 8.1 GiB/s
-                # warm depending on whether it was filled first or last after a drop), so every
+                # one sequential read() pass: how fast a warm cache reads depends on which
+                # physical pages it got (bench/README.md), so every
                 # target gets the same treatment, and no target's fill evicts another's pages
                 # (gguf-mount drops shard pages behind its reads).
                 self.drop_caches()
@@ -610,6 +610,8 @@ class Bench:
             self.offline()
         if "llama" in self.a.sections:
             self.llama()
+        if "views" in self.a.sections:
+            views.run_views(self, log)
         env["load_end"] = loadavg()
         env["load_samples_1min"] = self.load_samples
         env["wall_seconds"] = round(time.time() - t0)
@@ -755,6 +757,7 @@ def write_reports(res, outdir, name):
                 k, med(g), min(g), max(g), med([r["seconds"] for r in rs]), mib(max(r["max_rss"] for r in rs)), ratio))
         lines.append("")
     lines += llama_table(res.get("llama"))
+    lines += views.views_table(res)
     lines += targets_table(res)
     md = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, name + ".md"), "w") as f:
@@ -897,8 +900,9 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline,llama",
-                    help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages)")
+    ap.add_argument("--sections", default="matrix,startup,offline,llama,views",
+                    help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages); "
+                         "views: shard views (bench/views.py)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

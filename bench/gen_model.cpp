@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf/format.hpp"
-#include "gguf/header.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/format.hpp"
+#include "gguf/format/header.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace {
 

@@ -27,7 +27,8 @@
 //                                               start CMD, report the time until one byte of P
 //                                               can be read; CMD keeps running (its pid is printed)
 // SRC is --file PATH or --seg LIST. Buffers are allocated and faulted in before the clock
-// starts (a fresh page costs ~15 us on the benchmark VM). Times are wall-clock (steady_clock).
+// starts (a first touch of a page is expensive on VMs; bench/README.md). Times are wall-clock
+// (steady_clock).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -52,8 +53,9 @@
 #include <thread>
 #include <vector>
 
+#include "gguf/model/merge_plan.hpp"
 #include "gguf/error.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/model/split_set.hpp"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

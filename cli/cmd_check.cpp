@@ -10,21 +10,17 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
-#include "gguf/catalog.hpp"
+#include "cli/source.hpp"
+#include "cli/split_options.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
 #include "gguf/error.hpp"
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 
-#ifdef GGUF_MOUNT_WITH_REMOTE
-#include "remote/catalog.hpp"
-#include "remote/http.hpp"
-#include "remote/hub_listing.hpp"
-#include "remote/listing.hpp"
-#include "remote/source.hpp"
-#include "remote/url_parts.hpp"
-#endif
 
 namespace gguf_mount::cli {
 
@@ -34,9 +30,10 @@ const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
     "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
-    "made of, the mode served (read bits only where every directory on the way lets that class\n"
-    "through), every problem (incomplete or invalid set, name clash, symlink loop, dangling\n"
-    "link, unreadable directory) and every note (served narrower than its mode bits: a POSIX\n"
+    "made of, the KV overrides in force (its NAME.gguf.kv sidecar's, then the flags'), the mode\n"
+    "served (read bits only where every directory on the way lets that class through), every\n"
+    "problem (incomplete or invalid set, name clash, symlink loop, dangling link, unreadable\n"
+    "directory, bad KV sidecar) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
     "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
     "hf://ORG/REPO[@REVISION][/PATH]: only headers are read, through the block cache\n"
@@ -109,7 +106,14 @@ nlohmann::ordered_json to_json(const gguf::Catalog& c) {
             jm["parts"] = parts;
             members.push_back(jm);
         }
-        je[e.kind == gguf::EntryKind::MergedSet ? "shards" : "files"] = members;
+        if (e.kind == gguf::EntryKind::SplitShard) put_name(je, "view_of", e.view_of);
+        je[e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard ? "shards" : "files"] =
+            members;
+        if (!e.kv_edits.empty()) {
+            nlohmann::ordered_json edits = nlohmann::ordered_json::array();
+            for (const auto& k : e.kv_edits) edits.push_back(gguf::escape(k));
+            je["overrides"] = edits;
+        }
         j["entries"].push_back(je);
     }
     j["directories"] = nlohmann::ordered_json::array();
@@ -146,7 +150,7 @@ void print_text(const gguf::Catalog& c) {
     const std::string base = base_dir(c);
     auto esc = [](const std::string& s) { return gguf::escape(s); };
     std::printf("source %s\n", esc(c.source).c_str());
-    size_t counts[4] = {0, 0, 0, 0};
+    size_t counts[5] = {0, 0, 0, 0, 0};
     for (const auto& e : c.entries) {
         ++counts[static_cast<size_t>(e.kind)];
         std::string what = gguf::entry_kind_name(e.kind);
@@ -154,17 +158,22 @@ void print_text(const gguf::Catalog& c) {
             what += " of " + std::to_string(e.members.size()) + " shard" + (e.members.size() == 1 ? "" : "s");
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
             what += " of " + std::to_string(e.members.front().parts.size()) + " pieces";
+        } else if (e.kind == gguf::EntryKind::SplitShard) {
+            what += " of " + esc(e.view_of);
         }
         std::printf("%s: %s, %llu bytes", esc(e.path).c_str(), what.c_str(),
                     static_cast<unsigned long long>(e.size()));
-        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit) {
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::ByteSplit ||
+            e.kind == gguf::EntryKind::SplitShard || !e.kv_edits.empty()) {
             std::printf(", %llu tensors", static_cast<unsigned long long>(e.tensor_count));
         }
         std::printf(", mode %s\n", octal(e.attr.mode).c_str());
-        if (e.kind == gguf::EntryKind::MergedSet) {
+        for (const auto& k : e.kv_edits) std::printf("  override %s\n", esc(k).c_str());
+        if (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::SplitShard) {
             for (size_t i = 0; i < e.members.size(); ++i) {
                 const auto& m = e.members[i];
-                std::printf("  shard %zu: %s, %llu bytes%s", i + 1, esc(relative(base, m.path)).c_str(),
+                std::printf("  %s %zu: %s, %llu bytes%s", e.kind == gguf::EntryKind::SplitShard ? "source" : "shard",
+                            i + 1, esc(relative(base, m.path)).c_str(),
                             static_cast<unsigned long long>(m.size()),
                             m.is_concatenation() ? "" : at_offset(m.parts.front()).c_str());
                 if (m.is_concatenation()) std::printf(", %zu byte pieces", m.parts.size());
@@ -198,8 +207,10 @@ void print_text(const gguf::Catalog& c) {
         dirs = std::to_string(c.directories.size()) + (c.directories.size() == 1 ? " directory, " : " directories, ");
     }
     std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
-                "%s%zu problem(s)\n",
-                counts[0], counts[1], counts[2], counts[3], dirs.c_str(), c.problems.size());
+                "%s%s%zu problem(s)\n",
+                counts[0], counts[1], counts[2], counts[3],
+                counts[4] ? (std::to_string(counts[4]) + " split shard(s), ").c_str() : "", dirs.c_str(),
+                c.problems.size());
 }
 
 }  // namespace
@@ -219,16 +230,16 @@ int run_check(int argc, char** argv) {
     // clang-format on
     options.parse_positional({"source", "extra"});
     add_remote_options(options, "URL or hf://: ");
+    add_kv_override_options(options);
+    add_split_view_options(options);
     std::string source;
     gguf::CatalogOptions copt;
     bool json = false;
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    remote::RemoteOptions ro;
-#endif
+    SourceOptions sopt;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
-            std::printf("%s%s", options.help().c_str(), kCheckHelpTail);
+            std::printf("%s%s%s", options.help().c_str(), kCheckHelpTail, kKvOverrideHelp);
             return 0;
         }
         if (r.count("extra")) {
@@ -241,8 +252,14 @@ int run_check(int argc, char** argv) {
         source = given.front();
         json = r.count("json") > 0;
         copt.show_shards = r.count("show-shards") > 0;
+        try {
+            copt.split_view = read_split_options(r, true);
+            copt.overrides = read_kv_override_options(r);
+        } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
+            return usage_error("check", e.what());
+        }
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        read_remote_options(r, &ro);
+        read_remote_options(r, &sopt.remote);
 #endif
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("check", e.what());
@@ -250,54 +267,25 @@ int run_check(int argc, char** argv) {
         print_error(e.what());
         return 1;
     }
-    const bool hub_source = source.rfind("hf://", 0) == 0;
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    const bool remote_source = hub_source || remote::is_http_url(source);
-#else
-    const bool remote_source = false;
-#endif
-    const std::string source_arg = source;
-    if (!remote_source) {
-        while (source.size() > 1 && source.back() == '/') source.pop_back();
-    }
+    ResolvedSource resolved = resolve_source(source, sopt);
+    source = resolved.shown;  // the name in the JSON document of a failure
 
     raise_open_file_limit();
     setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     gguf::Catalog catalog;
     try {
-#ifdef GGUF_MOUNT_WITH_REMOTE
-        if (remote_source) {
-            // Headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount): the same
-            // listings a mount uses.
-            remote::HubSetup hub;
-            if (hub_source) hub = remote::hub_setup(source_arg, &ro.http);
-            const bool hub_file = hub_source && remote::hub_names_file(hub.source);
-            // An hf:// first shard: its resolve URL at the commit the revision names now.
-            const std::string url = hub_file ? remote::remote_source_url(source_arg, &ro) : source_arg;
-            auto context = std::make_shared<remote::RemoteContext>(ro);
-            if (hub_file) {
-                catalog = remote::remote_set_catalog(url, context);
-            } else if (hub_source) {
-                remote::HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
-                listing.pin();
-                catalog = gguf::build_catalog(listing, copt);
-            } else {
-                source = remote::url_for_message(source_arg);
-                const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-                if (!path_part.empty() && path_part.back() == '/') {
-                    remote::HttpDirectoryListing listing(context, source_arg);
-                    catalog = gguf::build_catalog(listing, copt);
-                } else {
-                    catalog = remote::remote_set_catalog(source_arg, context);
-                }
-            }
-        } else {
-            catalog = gguf::build_catalog(source, copt);
+        // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),
+        // the same listings a mount uses.
+        if (!copt.overrides.empty() && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+            throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
+                                                       "local SOURCE or a remote directory, not yet to a remote first shard");
         }
-#else
-        catalog = gguf::build_catalog(source, copt);
-#endif
+        catalog = resolved.catalog(copt);
+        // A remote first shard is one set, not a listing: its view is applied here.
+        if (copt.split_view && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+            gguf::apply_shard_view(catalog, *copt.split_view, false);
+        }
     } catch (const std::exception& e) {
         // SOURCE missing, not a directory or file, out of memory...: still one document for a
         // program, and the one-line error for a person.

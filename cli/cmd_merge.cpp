@@ -20,20 +20,22 @@
 #include <cxxopts.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gguf/model/merge_plan.hpp"
 #include "cli/commands.hpp"
-#include "cli/logging.hpp"
+#include "cli/kv_options.hpp"
+#include "gguf/model/catalog_kv.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
+#include "cli/source.hpp"
 #include "gguf/error.hpp"
-#include "gguf/output.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/text.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/output.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+#include "common/text.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
-#include "remote/source.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -46,7 +48,9 @@ const char* const kMergeHelpTail =
     "Merges the split set whose first shard is FIRST_SHARD (PREFIX-00001-of-NNNNN.gguf) into\n"
     "GGUF_OUT, byte-identical to llama.cpp's `gguf-split --merge`. FIRST_SHARD may also be one\n"
     "file made by joining the shards with cat (cat x-0000{1,2,3}-of-00003.gguf > x.gguf); then\n"
-    "--delete-splits is refused.\n"
+    "--delete-splits is refused. With --override-kv, --remove-kv or --chat-template-file,\n"
+    "FIRST_SHARD may also be a single unsplit .gguf file: GGUF_OUT is then that file with the\n"
+    "edited metadata (see below).\n"
     "\n"
     "Safer than the reference:\n"
     "  - every shard is validated first (names, split.no/split.count/split.tensors.count,\n"
@@ -163,12 +167,14 @@ std::string state_path(const std::string& output) {
 /// What a partial output was written from: the merged size and every shard's URL (without
 /// credentials or query), size and validator. A partial output is continued only when this is
 /// unchanged.
-std::string plan_identity(const gguf::VirtualFile& vf) {
+std::string plan_identity(const gguf::VirtualFile& vf, const gguf::KvOverrides& overrides) {
     std::string id = "gguf-mount merge-state v1\nsize " + std::to_string(vf.size()) + "\n";
-    for (const gguf::SourceFile& s : vf.sources()) {
-        const std::string v = s.remote ? s.remote->validator() : std::string();
-        id += "source " + std::to_string(s.remote ? s.remote->size() : 0) + " " + gguf::escape(v) + " " +
-              gguf::escape(s.path) + "\n";
+    // With overrides the header is not determined by the shards alone: an output begun with
+    // other overrides (even of the same length) must not be continued.
+    if (!overrides.empty()) id += "header " + gguf::sha256_hex(vf.layout().header()) + "\n";
+    for (const auto& s : vf.sources()) {
+        id += "source " + std::to_string(s->size()) + " " + gguf::escape(s->validator()) + " " +
+              gguf::escape(s->display_name()) + "\n";
     }
     return id;
 }
@@ -217,37 +223,40 @@ std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& pa
     return std::make_pair((dir == "/" ? std::string() : dir) + "/" + name, static_cast<uint64_t>(done));
 }
 
-/// `merge URL OUT`: the remote set planned like a mount (remote::open_remote_set), its bytes
+/// `merge URL OUT` for a remote `source` (pinned first: an hf:// file at its commit): the remote
+/// set planned like a mount (remote::open_remote_set), its bytes
 /// read through the same RemoteSource (block cache read, never written: it would double the
 /// disk use) and written in offset order with resume points (see kMergeHelpTail). Sets
 /// `*interrupted` to the message for a signal once a partial output is kept.
-int merge_url(const std::string& url, const std::string& output, bool delete_splits, bool quiet,
-              remote::RemoteOptions ro, const std::map<std::string, std::string>& sha256s, std::string* interrupted) {
+int merge_url(ResolvedSource& source, const std::string& output, bool delete_splits, bool quiet,
+              const gguf::KvOverrides& overrides, std::string* interrupted) {
+    source.pin();
+    const std::string& url = source.url;
+    const std::map<std::string, std::string>& sha256s = source.sha256s;
     if (delete_splits) {
         throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
-    const std::string path_part = url.substr(0, url.find_first_of("?#"));
-    if (!path_part.empty() && path_part.back() == '/') {
+    if (source.kind == SourceKind::HttpDirectory) {
         throw gguf::Error(gguf::Code::BadArgument,
                           remote::url_for_message(url) + ": a directory URL; merge takes the URL of a set's first shard "
                                                          "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
                                                          "the sets in it");
     }
     gguf::ensure_absent(output);
-    ro.store_blocks = false;
-    auto context = std::make_shared<remote::RemoteContext>(ro);
-    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, context));
+    source.options.remote.store_blocks = false;
+    source.connect();
+    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, source.context));
     const size_t shard_count = set->shards().size();
     const uint64_t tensor_count = set->tensor_count();
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
+    const gguf::VirtualFile vf = gguf::open_merged(*set, overrides);
     set.reset();
     if (cancelled()) return exit_for_signal();
 
     const gguf::PublishMethod method = publish_method_for(output);
     const std::string state = state_path(output);
-    const std::string identity = plan_identity(vf);
+    const std::string identity = plan_identity(vf, overrides);
     std::optional<gguf::OutputFile> out;
     uint64_t resume_from = 0;
     std::string why;
@@ -269,8 +278,8 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
     // Shards whose sha256 the Hub lists are checked whole as their bytes pass (a continued merge
     // does not read the bytes written before: it cannot check them).
     std::vector<const remote::RemoteSource*> checked;
-    for (const gguf::SourceFile& s : vf.sources()) {
-        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s.remote);
+    for (const auto& s : vf.sources()) {
+        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s);
         auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
         if (it == sha256s.end()) continue;
         if (resume_from > 0) {
@@ -358,29 +367,30 @@ int merge_url(const std::string& url, const std::string& output, bool delete_spl
 }
 #endif
 
-/// The remote settings of `merge URL` (--cache-dir, --net-timeout, --ca-cert): only in remote builds.
-#ifdef GGUF_MOUNT_WITH_REMOTE
-using MergeRemoteOptions = remote::RemoteOptions;
-#else
-struct MergeRemoteOptions {};
-#endif
+/// What the local merge writes: the merged set, or (with overrides) one unsplit file edited.
+struct MergeInput {
+    gguf::VirtualFile vf;
+    std::vector<gguf::FilePart> parts;  // the shards' parts (--delete-splits deletes them)
+    size_t shard_count = 0;             // 0: a single unsplit file
+    uint64_t tensor_count = 0;
+};
 
-int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
-          const MergeRemoteOptions& ro, std::string* interrupted) {
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    remote::RemoteOptions url_options = ro;  // an hf:// source adds its token (endpoint only)
-    std::map<std::string, std::string> sha256s;  // an hf:// source: the shards' lfs.oid
-    const std::string url = remote::remote_source_url(first, &url_options, &sha256s);
-    if (!url.empty()) return merge_url(url, output, delete_splits, quiet, url_options, sha256s, interrupted);
-#else
-    (void)interrupted;
-    (void)ro;
-#endif
-    // Like the reference: refuse an existing output before reading anything.
-    gguf::ensure_absent(output);
-    if (gguf::parse_shard_name(output)) {
-        spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
-                     output);
+/// With overrides, a local FILE that is not a shard and whose header has no split.count above 1
+/// is edited alone (gguf::open_edited); everything else is a split set as without them.
+MergeInput open_merge_input(const std::string& first, const std::string& output, bool delete_splits,
+                            const gguf::KvOverrides& overrides) {
+    if (!overrides.empty() && !gguf::parse_shard_name(first)) {
+        const uint64_t tensors = [&]() -> uint64_t {
+            const gguf::Header h = gguf::read_header(first);
+            return gguf::has_split_count_above_one(h) ? UINT64_MAX : h.tensors.size();
+        }();
+        if (tensors != UINT64_MAX) {
+            if (delete_splits) {
+                throw gguf::Error(gguf::Code::BadArgument, first + ": a single unsplit file; --delete-splits is refused "
+                                                                  "(there are no shards to delete)");
+            }
+            return MergeInput{gguf::open_edited(gguf::LogicalFile::single(first), overrides), {}, 0, tensors};
+        }
     }
     // The set's parsed headers are dropped once the merged header is planned: with a 20 MB
     // vocabulary, keeping them would hold a second copy through the verification re-read.
@@ -391,12 +401,30 @@ int merge(const std::string& first, const std::string& output, bool delete_split
                                                           "--delete-splits is refused: delete it yourself after "
                                                           "checking " + output);
     }
-    const std::vector<gguf::FilePart> parts = gguf::set_parts(*set);
-    const size_t shard_count = set->shards().size();
-    const uint64_t tensor_count = set->tensor_count();
+    std::vector<gguf::FilePart> parts = gguf::set_parts(*set);
     if (delete_splits) ensure_shards_deletable(parts, "nothing was written or deleted");
-    const gguf::VirtualFile vf = gguf::VirtualFile::merged(*set);
-    set.reset();
+    return MergeInput{gguf::open_merged(*set, overrides), std::move(parts), set->shards().size(), set->tensor_count()};
+}
+
+int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
+          const SourceOptions& options, const gguf::KvOverrides& overrides, std::string* interrupted) {
+    ResolvedSource source = resolve_source(first, options);
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    if (source.remote()) return merge_url(source, output, delete_splits, quiet, overrides, interrupted);
+#else
+    (void)interrupted;
+#endif
+    // Like the reference: refuse an existing output before reading anything.
+    gguf::ensure_absent(output);
+    if (gguf::parse_shard_name(output)) {
+        spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
+                     output);
+    }
+    const MergeInput in = open_merge_input(first, output, delete_splits, overrides);
+    const gguf::VirtualFile& vf = in.vf;
+    const std::vector<gguf::FilePart>& parts = in.parts;
+    const size_t shard_count = in.shard_count;
+    const uint64_t tensor_count = in.tensor_count;
     if (cancelled()) return exit_for_signal();
 
     gguf::WriteOptions wopt = write_options_from_env();
@@ -425,7 +453,9 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     vf.ensure_sources_unchanged("merged");
     out.publish();
     checkpoint("published");
-    if (!quiet) {
+    if (!quiet && shard_count == 0) {
+        spdlog::info("wrote {} with the edited metadata, {} tensors, {} bytes", output, tensor_count, vf.size());
+    } else if (!quiet) {
         spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", shard_count, tensor_count,
                      vf.size(), output);
     }
@@ -457,15 +487,19 @@ int run_merge(int argc, char** argv) {
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"pos1", "pos2", "extra"});
     add_remote_options(options, "URL: ");
+    add_kv_override_options(options);
 
     std::vector<std::string> args;
     bool delete_splits = false;
     bool quiet = false;
-    MergeRemoteOptions ro;
+    SourceOptions sopt;
+    sopt.files_only = true;   // an hf:// folder is refused, naming the file to give
+    sopt.hub_digests = true;  // an hf:// set: its shards' lfs.oid
+    gguf::KvOverrides overrides;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
-            std::printf("%s%s", options.help().c_str(), kMergeHelpTail);
+            std::printf("%s%s%s", options.help().c_str(), kMergeHelpTail, kKvOverrideHelp);
             return 0;
         }
         args = source_and_positionals(r, {"pos1", "pos2"});
@@ -476,8 +510,13 @@ int run_merge(int argc, char** argv) {
         delete_splits = r.count("delete-splits") > 0;
         quiet = r.count("quiet") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        read_remote_options(r, &ro);
+        read_remote_options(r, &sopt.remote);
 #endif
+        try {
+            overrides = read_kv_override_options(r);
+        } catch (const gguf::Error& e) {  // a malformed --override-kv, or its @FILE unreadable
+            return usage_error("merge", e.what());
+        }
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("merge", e.what());
     } catch (const gguf::Error& e) {
@@ -492,7 +531,7 @@ int run_merge(int argc, char** argv) {
     // Read by run_offline after the body failed: merge() changes it when it keeps a partial output.
     std::string interrupted = "interrupted; removed the unfinished output";
     return run_offline(quiet, interrupted,
-                       [&] { return merge(args[0], args[1], delete_splits, quiet, ro, &interrupted); });
+                       [&] { return merge(args[0], args[1], delete_splits, quiet, sopt, overrides, &interrupted); });
 }
 
 }  // namespace gguf_mount::cli

@@ -1,6 +1,6 @@
 // `gguf-mount SOURCE MOUNTPOINT [options]`: serve the model directory SOURCE read-only through
 // FUSE (fs/): every complete gguf-split set merged, byte-split parts joined, every other file as
-// it is (gguf/catalog.hpp), kept up to date while mounted (fs/watcher.hpp).
+// it is (gguf/model/catalog.hpp), kept up to date while mounted (fs/watcher.hpp).
 //
 // Also reached as `gguf-mount mount ...` and as `mount.gguf-mount SOURCE MOUNTPOINT -o opts`
 // (mount(8) runs /sbin/mount.<type> for an fstab entry of type gguf-mount and may add -n, -v).
@@ -23,25 +23,21 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
-#include "gguf/text.hpp"
+#include "cli/source.hpp"
+#include "cli/split_options.hpp"
+#include "common/text.hpp"
 #include "gguf/error.hpp"
-#include "gguf/file_io.hpp"
-#include "gguf/catalog.hpp"
-
-#include "gguf/split_plan.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/error.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/model/shard_view.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/url_parts.hpp"
-#include "remote/index.hpp"
-#include "remote/catalog.hpp"
-#include "remote/http.hpp"
-#include "remote/listing.hpp"
-#include "remote/hub.hpp"
-#include "remote/hub_listing.hpp"
-#include "remote/source.hpp"
 #endif
 
 #ifdef GGUF_MOUNT_WITH_FUSE
@@ -112,6 +108,23 @@ struct FilteredOptions {
     return r ? std::string(r.get()) : p;
 }
 
+/// True (and logged, one line each) when an edit given on the command line does not fit a model
+/// of the first scan (gguf::Problem::refused_override): then nothing is mounted.
+[[maybe_unused]] bool refused_overrides(const std::vector<gguf::Problem>& problems) {
+    bool refused = false;
+    for (const auto& p : problems) {
+        if (!p.refused_override) continue;
+        std::string reason = p.reason;
+        static const std::string kNotShown = "; not shown";
+        if (reason.size() > kNotShown.size() && reason.compare(reason.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0) {
+            reason.resize(reason.size() - kNotShown.size());
+        }
+        spdlog::error("{}: {}; nothing mounted", p.path, reason);
+        refused = true;
+    }
+    return refused;
+}
+
 cxxopts::Options make_options() {
     cxxopts::Options options(kProgram, "Serve the model directory SOURCE read-only: every complete llama.cpp "
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
@@ -133,23 +146,6 @@ cxxopts::Options make_options() {
         ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
          cxxopts::value<unsigned>()->default_value(std::to_string(4096)), "N")
-        ("cache-dir", "remote SOURCE: block cache directory (default $CACHE_DIRECTORY as systemd sets it, else "
-                      "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount; created mode 0700)",
-         cxxopts::value<std::string>(), "DIR")
-        ("cache-max-size", "remote SOURCE: bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); "
-                           "least recently used blocks are evicted (default: unbounded)", cxxopts::value<std::string>(), "N")
-        ("source-file", "read SOURCE from the first line of FILE; MOUNTPOINT is then the only argument (a URL "
-                        "with credentials or a signed query stays out of `ps`; the systemd unit passes a credential)",
-         cxxopts::value<std::string>(), "FILE")
-        ("offline", "remote SOURCE: no network; serve what the cache holds, other reads fail with EIO")
-        ("ca-cert", "remote SOURCE: extra CA certificate (PEM) trusted besides the system store",
-         cxxopts::value<std::string>(), "FILE")
-        ("net-timeout", "remote SOURCE: connect timeout, stall limit and the window of the 32 KiB/s rate floor, in "
-                        "seconds; a block request ends within 2 x SECONDS + 128 s",
-         cxxopts::value<unsigned>()->default_value("30"), "SECONDS")
-        ("revalidate", "remote SOURCE: ask the server again every SECONDS (a HEAD per file, the index pages): a "
-                       "changed file appears as a new version, a server down at mount is retried; 0: only on SIGHUP",
-         cxxopts::value<unsigned>()->default_value("60"), "SECONDS")
         ("n", "ignored (mount(8) compatibility)")
         ("h,help", "print this help")
         ("V,version", "print the version")
@@ -157,6 +153,9 @@ cxxopts::Options make_options() {
         ("mountpoint", "", cxxopts::value<std::string>());
     // clang-format on
     options.parse_positional({"source", "mountpoint"});
+    add_kv_override_options(options);
+    add_remote_options(options, "remote SOURCE: ", kMountOptions);
+    add_split_view_options(options);
     return options;
 }
 
@@ -175,11 +174,14 @@ int run_mount(int argc, char** argv) {
         return 2;
     }
     if (args.count("help")) {
-        std::printf("%s\n%s", options.help().c_str(),
+        std::printf("%s\n%s%s%s", options.help().c_str(),
                     "What is served (run 'gguf-mount check SOURCE' to see it without mounting):\n"
                     "  PREFIX-00001-of-0000N.gguf ... -> PREFIX.gguf, the merged set (shards hidden)\n"
                     "  NAME.gguf-split-a, -b, ... or NAME.gguf.part1ofN ... -> NAME.gguf, concatenated\n"
                     "  every other file (README.md, *.json, mmproj-*.gguf, ...) as it is; folders mirrored\n"
+                    "  with --split-max-tensors N or --split-max-size N(M|G): every model (set, single or\n"
+                    "  byte-split GGUF file) as NAME-00001-of-0000N.gguf ..., the bytes 'gguf-mount split'\n"
+                    "  writes with the same options, without writing them\n"
                     "Incomplete or invalid sets are not shown and are logged once with the reason. While\n"
                     "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
                     "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
@@ -187,19 +189,36 @@ int run_mount(int argc, char** argv) {
                     "MOUNTPOINT must be an empty directory (else --allow-non-empty) with nothing mounted\n"
                     "on it; a dead gguf-mount mount there (its daemon was killed) is cleared first. It may\n"
                     "lie inside SOURCE (it is never scanned); SOURCE may not lie inside it.\n"
-                    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount, or SIGTERM to the daemon).\n"
+                    "Unmount with 'gguf-mount umount MOUNTPOINT' (or fusermount3 -u, umount, or SIGTERM to the daemon).\n"
                     "\n"
                     "Examples:\n"
                     "  gguf-mount /models /mnt/models                      the whole model directory\n"
                     "  gguf-mount /models/qwen-00001-of-00003.gguf /mnt/q  just qwen.gguf\n"
                     "  gguf-mount /models /mnt/models -f -o allow_other    foreground, other users may read\n"
+                    "  gguf-mount big.gguf /mnt/up --split-max-size 45G     big.gguf as shards to upload\n"
                     "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
-                    "                                                      the block cache\n");
+                    "                                                      the block cache\n"
+                    "  gguf-mount /models /mnt/m --chat-template-file fixed.jinja   every model with a new template\n",
+                    kKvOverrideHelp,
+                    "  These apply to every model served (merged sets and single .gguf files), after the\n"
+                    "  edits of its sidecar NAME.gguf.kv (one KEY=TYPE:VALUE or -KEY per line, # comments;\n"
+                    "  beside the first shard or the file; never shown). An edit that does not fit a model\n"
+                    "  found at mount time mounts nothing (exit status 1); one that does not fit a model\n"
+                    "  added later, or a bad sidecar, hides that model (logged; 'check' shows it).\n");
         return 0;
     }
     if (args.count("version")) {
         std::printf("%s %s\n", kProgram, GGUF_MOUNT_VERSION);
         return 0;
+    }
+    std::optional<gguf::SplitOptions> split_view;  // a shard view (gguf/model/shard_view.hpp)
+    gguf::KvOverrides overrides;
+    try {
+        split_view = read_split_options(args, true);
+        overrides = read_kv_override_options(args);
+    } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
+        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
+        return 2;
     }
     std::vector<std::string> given;
     try {
@@ -253,30 +272,15 @@ int run_mount(int argc, char** argv) {
     const std::string mountpoint = fs::absolute_mount_path(mount_arg);
 
     std::unique_ptr<fs::LiveFilesystem> live;
-    std::string source;  // the name in logs and the default fsname (a remote URL: without credentials or query)
-    bool single_set = true;
+    ResolvedSource resolved = resolve_source(source_arg, SourceOptions{});
+    // The name in logs and the default fsname (a remote URL: without credentials or query).
+    const std::string source = resolved.canonical;
+    bool single_set = !resolved.directory();
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
-    bool remote_source = false;
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    const bool hub_source = source_arg.rfind("hf://", 0) == 0;
-    remote_source = remote::is_http_url(source_arg) || hub_source;
-    if (remote_source) source = hub_source ? source_arg : remote::url_for_message(source_arg);
-#endif
-    if (!remote_source) {
-        struct stat source_st {};
-        if (::stat(source_arg.c_str(), &source_st) != 0) {
-            spdlog::error("SOURCE {}: {}; nothing mounted", source_arg, std::strerror(errno));
-            return 1;
-        }
-        if (!S_ISDIR(source_st.st_mode) && !S_ISREG(source_st.st_mode)) {
-            spdlog::error("SOURCE {}: not a directory or a regular file; nothing mounted", source_arg);
-            return 1;
-        }
-        // A first shard is judged by the name the user gave (a Hugging Face snapshot link points to
-        // blobs/<sha256>): resolve its directory only.
-        source = S_ISDIR(source_st.st_mode) ? real_path(source_arg)
-                                            : real_path(gguf::dir_name(source_arg)) + "/" + gguf::base_name(source_arg);
-        single_set = !S_ISDIR(source_st.st_mode);
+    const bool remote_source = resolved.remote();
+    if (!remote_source && !resolved.local_problem.empty()) {
+        spdlog::error("SOURCE {}: {}; nothing mounted", source_arg, resolved.local_problem);
+        return 1;
     }
 
     // The mount point first: a bad one is refused before a remote SOURCE sends any request.
@@ -288,85 +292,61 @@ int run_mount(int argc, char** argv) {
     }
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    std::shared_ptr<remote::RemoteContext> remote_context;
-    remote::HubSetup hub;
-    bool hub_file = false;              // an hf:// PATH naming a file (a first shard)
-    std::string first_url = source_arg;  // a first-shard SOURCE: its http(s) URL
     if (remote_source) {
-        remote::RemoteOptions ro;
-        ro.http.net_timeout = std::chrono::seconds(std::max(1u, args["net-timeout"].as<unsigned>()));
-        if (args.count("ca-cert")) ro.http.ca_cert = args["ca-cert"].as<std::string>();
-        if (args.count("cache-dir")) ro.cache_dir = args["cache-dir"].as<std::string>();
-        ro.offline = args.count("offline") > 0;
+        remote::RemoteOptions& ro = resolved.options.remote;
         // Planning fetches headers (and, under a small --cache-max-size, blocks evicted at once)
         // before the daemonizing fork: no thread may exist then (so.after_daemonize).
         ro.defer_threads = true;
-        // Offline, the server is never asked: there is nothing to revalidate.
-        if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
+        gguf::CatalogOptions dopt;
+        dopt.show_shards = args.count("show-shards") > 0;
         try {
-            if (args.count("cache-max-size")) {
-                ro.cache_max_bytes = gguf::parse_split_max_size(args["cache-max-size"].as<std::string>());
-            }
-            if (hub_source) {
-                hub = remote::hub_setup(source_arg, &ro.http);
-                hub_file = remote::hub_names_file(hub.source);
-            }
-            // hf://ORG/REPO[@REV]/PATH/NAME-00001-of-N.gguf: the set of its resolve URL at the
-            // commit the revision names now, served like an http(s) first-shard URL.
-            if (hub_file) first_url = remote::remote_source_url(source_arg, &ro);
-            remote_context = std::make_shared<remote::RemoteContext>(ro);
+            read_remote_options(args, &ro);
+            // Offline, the server is never asked: there is nothing to revalidate.
+            if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
+            resolved.connect();
         } catch (const std::exception& e) {
             spdlog::error("{}; nothing mounted", e.what());
             return 1;
         }
-        const std::string path_part = source_arg.substr(0, source_arg.find_first_of("?#"));
-        if (hub_source && !hub_file) {
-            // A Hub repo (or a folder of it): pinned to one commit now, walked like a directory.
-            gguf::CatalogOptions dopt;
-            dopt.show_shards = args.count("show-shards") > 0;
-            auto listing = std::make_shared<remote::HubListing>(remote_context, hub.source, hub.endpoint,
-                                                                hub.token_source);
-            try {
-                const std::string commit = listing->pin();
-                spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
-                             hub.source.revision, commit, listing->pages(), remote_context->cache().dir());
-            } catch (const std::exception& e) {
-                spdlog::error("{}; nothing mounted", e.what());
-                return 1;
-            }
-            live = fs::LiveFilesystem::with_builder(source,
-                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
-            single_set = false;
-        } else if (!hub_file && !path_part.empty() && path_part.back() == '/') {
-            // A directory: its index pages, walked by the catalog like a local directory.
-            gguf::CatalogOptions dopt;
-            dopt.show_shards = args.count("show-shards") > 0;
-            auto listing = std::make_shared<remote::HttpDirectoryListing>(remote_context, source_arg);
-            live = fs::LiveFilesystem::with_builder(source,
-                                                    [listing, dopt] { return gguf::build_catalog(*listing, dopt); });
-            single_set = false;
+        if (resolved.kind == SourceKind::HubRepo) {
+            spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
+                         resolved.hub.source.revision, resolved.commit, resolved.tree_pages,
+                         resolved.context->cache().dir());
+        }
+        dopt.overrides = overrides;
+        dopt.split_view = split_view;
+        auto build = resolved.catalog_builder(dopt);
+        if (!single_set) {
+            live = fs::LiveFilesystem::with_builder(source, build);
+        } else if (!overrides.empty()) {
+            spdlog::error("{}: --override-kv, --remove-kv and --chat-template-file apply to a local SOURCE or a remote "
+                          "directory (ending in '/'), not yet to a remote first shard; nothing mounted", source);
+            return 1;
         } else {
             // A first shard: planned now, so that a failure exits before mounting.
             std::shared_ptr<gguf::Catalog> first_catalog;
             try {
-                first_catalog =
-                    std::make_shared<gguf::Catalog>(remote::remote_set_catalog(first_url, remote_context));
+                first_catalog = std::make_shared<gguf::Catalog>(build());
+                if (split_view) gguf::apply_shard_view(*first_catalog, *split_view, true);
             } catch (const std::exception& e) {
                 spdlog::error("{}", e.what());
                 return 1;
             }
+            const bool hub_file = resolved.kind == SourceKind::HubFile;
             for (const auto& e : first_catalog->entries) {
                 spdlog::info("{}: {} shard(s), {} bytes{}; cache {}", source, e.members.size(), e.size(),
-                             hub_file ? " at " + remote::url_for_message(first_url) : std::string(),
-                             remote_context->cache().dir());
+                             hub_file ? " at " + remote::url_for_message(resolved.url) : std::string(),
+                             resolved.context->cache().dir());
             }
-            live = fs::LiveFilesystem::with_builder(source, [first_catalog, first_url, remote_context]() mutable {
+            live = fs::LiveFilesystem::with_builder(source, [first_catalog, build, split_view]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
                     gguf::Catalog c = std::move(*first_catalog);
                     first_catalog.reset();
                     return c;
                 }
-                return remote::remote_set_catalog(first_url, remote_context);
+                gguf::Catalog c = build();
+                if (split_view) gguf::apply_shard_view(c, *split_view, true);
+                return c;
             });
         }
     }
@@ -375,6 +355,8 @@ int run_mount(int argc, char** argv) {
     const std::string shown_arg = remote_source ? source : source_arg;
     gguf::CatalogOptions copt;
     copt.show_shards = args.count("show-shards") > 0;
+    copt.overrides = overrides;
+    copt.split_view = split_view;
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.
@@ -394,6 +376,7 @@ int run_mount(int argc, char** argv) {
         if (n.directory) continue;
         spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
     }
+    if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
     if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
@@ -431,7 +414,7 @@ int run_mount(int argc, char** argv) {
             setup_logging(level, true);
         };
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        if (remote_context) so.after_daemonize = [remote_context] { remote_context->allow_threads(); };
+        if (auto context = resolved.context) so.after_daemonize = [context] { context->allow_threads(); };
 #endif
         return fs::run_session(*live, so);
     } catch (const std::exception& e) {

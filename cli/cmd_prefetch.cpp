@@ -21,11 +21,9 @@
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
-#include "gguf/catalog.hpp"
+#include "cli/source.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
-#include "remote/catalog.hpp"
-#include "remote/hub_listing.hpp"
-#include "remote/listing.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
 
@@ -64,45 +62,29 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
     return out;
 }
 
-/// Every RemoteSource a mount of `argument` would read, each once, and the context that reads
-/// them: an hf:// repo or folder through its pinned tree (remote::HubListing), an http(s)
-/// directory URL (ending in '/') through its index pages, a first shard (http(s) or an hf://
-/// file path, remote::remote_source_url) through its set. A directory's catalog problems go to
-/// `*problems`. Throws gguf::Error naming the source.
-std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(
-    const std::string& argument, remote::RemoteOptions ro, std::shared_ptr<remote::RemoteContext>* context,
-    std::vector<gguf::Problem>* problems) {
-    // A directory's files, and its problems (files not served are not cached either).
-    auto listed = [problems](gguf::DirectoryListing& listing) {
-        gguf::Catalog catalog = gguf::build_catalog(listing, gguf::CatalogOptions{});
+/// Every RemoteSource a mount of `source` would read, each once (the context that reads them:
+/// source->context): a folder (http(s) directory URL, hf:// repo or folder) through its listing,
+/// a first shard (http(s), or an hf:// file at its pinned commit) through its set, each shard
+/// then checked against the sha256 its Hub folder lists. A folder's catalog problems go to
+/// `*problems`. Throws gguf::Error naming the source (a local path is refused: prefetch fills
+/// the cache of remote sources only).
+std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(ResolvedSource* source,
+                                                                        std::vector<gguf::Problem>* problems) {
+    if (!source->remote()) {
+        throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s):// URL or hf:// source "
+                                                                      "(prefetch fills the cache of remote sources "
+                                                                      "only)");
+    }
+    // A folder's files, and its problems (files not served are not cached either).
+    gguf::Catalog catalog = source->catalog(gguf::CatalogOptions{});
+    if (source->directory()) {
         *problems = std::move(catalog.problems);
         return sources_of(catalog);
-    };
-    const std::string path_part = argument.substr(0, argument.find_first_of("?#"));
-    const bool hub_folder =
-        argument.rfind("hf://", 0) == 0 && !remote::hub_names_file(remote::parse_hub_source(argument));
-    if (hub_folder) {
-        const remote::HubSetup hub = remote::hub_setup(argument, &ro.http);
-        *context = std::make_shared<remote::RemoteContext>(ro);
-        remote::HubListing listing(*context, hub.source, hub.endpoint, hub.token_source);
-        listing.pin();
-        return listed(listing);
     }
-    std::map<std::string, std::string> sha256s;  // an hf:// first shard: its folder's lfs.oid
-    const std::string source = remote::remote_source_url(argument, &ro, &sha256s);
-    if (source.empty()) {
-        throw gguf::Error(gguf::Code::BadArgument, argument + ": not an http(s):// URL or hf:// source (prefetch fills "
-                                                            "the cache of remote sources only)");
-    }
-    *context = std::make_shared<remote::RemoteContext>(ro);
-    if (!path_part.empty() && path_part.back() == '/') {
-        remote::HttpDirectoryListing listing(*context, source);
-        return listed(listing);
-    }
-    auto sources = sources_of(remote::remote_set_catalog(source, *context));
+    auto sources = sources_of(catalog);
     for (const auto& s : sources) {
-        auto it = sha256s.find(s->display_name());
-        if (it != sha256s.end() && s->sha256().empty()) {
+        auto it = source->sha256s.find(s->display_name());
+        if (it != source->sha256s.end() && s->sha256().empty()) {
             std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(it->second);
         }
     }
@@ -128,10 +110,11 @@ void throw_sha256_mismatches(const std::vector<std::shared_ptr<const remote::Rem
                       EIO);
 }
 
-int prefetch(const std::string& argument, const remote::RemoteOptions& ro, bool quiet) {
-    std::shared_ptr<remote::RemoteContext> context;
+int prefetch(const std::string& argument, const SourceOptions& options, bool quiet) {
+    ResolvedSource resolved = resolve_source(argument, options);
     std::vector<gguf::Problem> problems;  // files not served: not cached either
-    const auto sources = served_sources(argument, ro, &context, &problems);
+    const auto sources = served_sources(&resolved, &problems);
+    const std::shared_ptr<remote::RemoteContext>& context = resolved.context;
     // Files whose sha256 is known (the Hub's lfs.oid) are checked whole as their bytes pass.
     for (const auto& s : sources) {
         if (!s->sha256().empty()) std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(s->sha256());
@@ -239,8 +222,9 @@ int run_prefetch(int argc, char** argv) {
     options.parse_positional({"pos1", "extra"});
     add_remote_options(options, "");
     std::string source;
-    remote::RemoteOptions ro;
-    ro.readahead_blocks = 0;  // prefetch drives its own fetches
+    SourceOptions sopt;
+    sopt.remote.readahead_blocks = 0;  // prefetch drives its own fetches
+    sopt.hub_digests = true;           // an hf:// first shard: its folder's lfs.oid
     bool quiet = false;
     try {
         auto r = options.parse(argc, argv);
@@ -256,7 +240,7 @@ int run_prefetch(int argc, char** argv) {
         if (given.empty()) return usage_error("prefetch", "expected SOURCE (or --source-file FILE)");
         if (given.size() > 1) return usage_error("prefetch", "expected one SOURCE: --source-file gives it already");
         source = given.front();
-        read_remote_options(r, &ro);
+        read_remote_options(r, &sopt.remote);
         quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("prefetch", e.what());
@@ -265,7 +249,7 @@ int run_prefetch(int argc, char** argv) {
         return 1;
     }
     return run_offline(quiet, "interrupted; the blocks fetched so far stay cached",
-                       [&] { return prefetch(source, ro, quiet); });
+                       [&] { return prefetch(source, sopt, quiet); });
 }
 
 }  // namespace gguf_mount::cli

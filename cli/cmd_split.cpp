@@ -15,16 +15,17 @@
 #include <cxxopts.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gguf/format/file_plan.hpp"
 #include "cli/commands.hpp"
-#include "cli/logging.hpp"
 #include "cli/offline.hpp"
 #include "cli/progress.hpp"
+#include "cli/split_options.hpp"
 #include "gguf/error.hpp"
-#include "gguf/output.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/output.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace gguf_mount::cli {
 
@@ -92,7 +93,7 @@ int split(const SplitArgs& a) {
         std::fputs(gguf::split_summary(plans).c_str(), stdout);
         std::fflush(stdout);
     }
-    // Temporary files that killed earlier runs left for these names (see gguf/output.hpp).
+    // Temporary files that killed earlier runs left for these names (see gguf/bytes/output.hpp).
     for (const std::string& name : finals) {
         for (const std::string& stale : gguf::remove_stale_temporaries(name)) {
             spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
@@ -115,15 +116,13 @@ int split(const SplitArgs& a) {
     std::vector<gguf::OutputFile> outs;
     outs.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
-        std::vector<gguf::SourceFile> sources(1);
-        sources[0].path = a.input;
         int fd = ::fcntl(in.get(), F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             int e = errno;
             throw gguf::Error(gguf::Code::Io, a.input + ": cannot duplicate descriptor: " + std::strerror(e), e);
         }
-        sources[0].fd = gguf::UniqueFd(fd);
-        sources[0].st = in_st;
+        std::vector<std::shared_ptr<const gguf::ByteSource>> sources{
+            std::make_shared<const gguf::LocalFileSource>(gguf::UniqueFd(fd), a.input, in_st)};
         gguf::VirtualFile vf(std::move(plans[i].layout), std::move(sources));
         outs.push_back(gguf::OutputFile::create(finals[i], method));
         checkpoint("temp-created");
@@ -197,22 +196,11 @@ int run_split(int argc, char** argv) {
             return usage_error("split", "expected GGUF_IN and OUT_PREFIX, got more arguments (first extra: '" +
                                          r["extra"].as<std::vector<std::string>>().front() + "')");
         }
-        const bool by_size = r.count("split-max-size") > 0;
-        const bool by_tensors = r.count("split-max-tensors") > 0;
-        if (by_size && by_tensors) {
-            return usage_error("split", "--split-max-size and --split-max-tensors cannot be used together");
-        }
         try {
-            if (by_size) {
-                a.options.mode = gguf::SplitOptions::Mode::Size;
-                a.options.max_bytes = gguf::parse_split_max_size(r["split-max-size"].as<std::string>());
-            } else if (by_tensors) {
-                a.options.max_tensors = gguf::parse_split_max_tensors(r["split-max-tensors"].as<std::string>());
-            }
+            a.options = *read_split_options(r, false);
         } catch (const gguf::Error& e) {
             return usage_error("split", e.what());
         }
-        a.options.no_tensor_first_split = r.count("no-tensor-first-split") > 0;
         a.dry_run = r.count("dry-run") > 0;
         a.quiet = r.count("quiet") > 0;
     } catch (const cxxopts::exceptions::exception& e) {

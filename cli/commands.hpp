@@ -17,4 +17,9 @@ int run_check(int argc, char** argv);
 /// only): exit 0 when every block of every file SOURCE serves is in the block cache.
 int run_prefetch(int argc, char** argv);
 
+/// `gguf-mount umount|unmount [--lazy] MOUNTPOINT...` (cli/cmd_umount.cpp, FUSE builds only):
+/// fusermount3 -u [-z] for each gguf-mount mount; exit 0 when all were unmounted, 1 otherwise
+/// (one line each: not mounted, not gguf-mount's, busy), 2 for a usage error.
+int run_umount(int argc, char** argv);
+
 }  // namespace gguf_mount::cli

@@ -7,7 +7,7 @@
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::cli {
 

@@ -11,14 +11,6 @@
 #include "cli/commands.hpp"
 #include "cli/remote_options.hpp"
 
-#ifdef GGUF_MOUNT_WITH_REMOTE
-#include <chrono>
-
-#include <spdlog/spdlog.h>
-
-#include "remote/source.hpp"
-#endif
-
 namespace {
 
 void print_usage() {
@@ -33,13 +25,15 @@ void print_usage() {
         "  gguf-mount merge [options] SHARD1 OUT      merge a split set like gguf-split --merge\n"
         "                                             (SHARD1 may be an http(s):// URL: resumable download)\n"
         "  gguf-mount prefetch [options] URL|hf://... fill the block cache for --offline mounts\n"
+        "  gguf-mount umount [--lazy] MOUNTPOINT      unmount (fusermount3 -u; also 'unmount')\n"
         "\n"
         "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
-        "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help' for the others.\n",
+        "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help', 'umount --help'\n"
+        "for the others.\n",
         GGUF_MOUNT_VERSION);
 }
 
-constexpr const char* kCommands[] = {"split", "merge", "check", "prefetch", "mount"};
+constexpr const char* kCommands[] = {"split", "merge", "check", "prefetch", "mount", "umount", "unmount"};
 
 /// Levenshtein distance of `a` and `b` (insert, delete, substitute: 1 each).
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -117,12 +111,15 @@ int run(int argc, char** argv) {
     if (cmd == "prefetch") return run_prefetch(argc - 1, argv + 1);
 #endif
     if (cmd == "mount") return run_mount(argc - 1, argv + 1);
+#ifdef GGUF_MOUNT_WITH_FUSE
+    if (cmd == "umount" || cmd == "unmount") return run_umount(argc - 1, argv + 1);
+#endif
     // `gguf-mount SOURCE MOUNTPOINT`: the first word is a path, unless it is a typo of a command.
     std::string guess = mistyped_command(cmd);
     if (!guess.empty()) {
         std::fprintf(stderr,
                      "gguf-mount: unknown command '%s' (and no file or directory of that name); did you mean '%s'? "
-                     "(commands: split, merge, check, prefetch, mount; see 'gguf-mount --help')\n",
+                     "(commands: split, merge, check, prefetch, mount, umount; see 'gguf-mount --help')\n",
                      cmd.c_str(), guess.c_str());
         return 2;
     }
@@ -140,14 +137,7 @@ int main(int argc, char** argv) {
     for (std::string& c : copies) args.push_back(c.data());
     args.push_back(nullptr);
     gguf_mount::cli::hide_url_secrets(argc, argv);
-    const int rc = run(argc, args.data());
-#ifdef GGUF_MOUNT_WITH_REMOTE
-    // A remote context destroyed on a detached thread may still be committing blocks (and
-    // logging): let it finish before the statics (spdlog's registry) are destroyed.
-    if (!gguf_mount::remote::RemoteContext::wait_until_none_alive(std::chrono::minutes(2))) {
-        spdlog::warn("remote block commits still running after 2 minutes at exit; leaving them (their blocks stay "
-                     "temporaries, swept later)");
-    }
-#endif
-    return rc;
+    // Every remote context is destroyed, its threads joined, when its last holder lets go, on
+    // that holder's thread (remote/context.hpp): nothing of it outlives run().
+    return run(argc, args.data());
 }

@@ -2,7 +2,7 @@
 
 #include "cli/logging.hpp"
 #include "gguf/error.hpp"
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "gguf/output.hpp"
+#include "gguf/bytes/output.hpp"
 
 namespace gguf_mount::cli {
 

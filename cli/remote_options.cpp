@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "gguf/error.hpp"
+#include "gguf/model/split_plan.hpp"
 
 namespace gguf_mount::cli {
 
@@ -99,18 +100,41 @@ std::vector<std::string> source_and_positionals(const cxxopts::ParseResult& pars
     return out;
 }
 
-void add_remote_options(cxxopts::Options& options, const std::string& prefix) {
-    // clang-format off
-    options.add_options()
-        ("source-file", "read SOURCE from the first line of FILE instead of the command line (a URL with "
-                        "credentials or a signed query: kept out of `ps`)", cxxopts::value<std::string>(), "FILE")
-        ("cache-dir", prefix + "block cache directory (default: $CACHE_DIRECTORY as systemd sets it, else "
-                      "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount)", cxxopts::value<std::string>())
-        ("net-timeout", prefix + "seconds before a connection attempt or a stalled transfer fails (also the window of "
-                                      "the 32 KiB/s rate floor)",
-         cxxopts::value<unsigned>()->default_value("30"))
-        ("ca-cert", prefix + "extra CA certificate file (PEM) for https", cxxopts::value<std::string>());
-    // clang-format on
+void add_remote_options(cxxopts::Options& options, const std::string& prefix, unsigned which) {
+    auto add = options.add_options();
+    if (which & kSourceFileOption) {
+        add("source-file", "read SOURCE from the first line of FILE instead of the command line (a URL with "
+                           "credentials or a signed query stays out of `ps`)",
+            cxxopts::value<std::string>(), "FILE");
+    }
+    if (which & kCacheDirOption) {
+        add("cache-dir", prefix + "block cache directory (default $CACHE_DIRECTORY as systemd sets it, else "
+                                  "$XDG_CACHE_HOME/gguf-mount, else ~/.cache/gguf-mount; created mode 0700)",
+            cxxopts::value<std::string>(), "DIR");
+    }
+    if (which & kCacheMaxSizeOption) {
+        add("cache-max-size", prefix + "bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); least "
+                                       "recently used blocks are evicted (default: unbounded)",
+            cxxopts::value<std::string>(), "N");
+    }
+    if (which & kOfflineOption) {
+        add("offline", prefix + "no network; serve what the cache holds, other reads fail with EIO");
+    }
+    if (which & kCaCertOption) {
+        add("ca-cert", prefix + "extra CA certificate (PEM) trusted besides the system store",
+            cxxopts::value<std::string>(), "FILE");
+    }
+    if (which & kNetTimeoutOption) {
+        add("net-timeout", prefix + "connect timeout, stall limit and the window of the 32 KiB/s rate floor, in "
+                                    "seconds; a block request ends within 2 x SECONDS + 128 s",
+            cxxopts::value<unsigned>()->default_value("30"), "SECONDS");
+    }
+    if (which & kRevalidateOption) {
+        add("revalidate", prefix + "ask the server again every SECONDS (a HEAD per file, the index pages): a changed "
+                                   "file appears as a new version, a server down at mount is retried; 0: only on "
+                                   "SIGHUP",
+            cxxopts::value<unsigned>()->default_value("60"), "SECONDS");
+    }
 }
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -118,6 +142,10 @@ void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptio
     if (parsed.count("cache-dir")) ro->cache_dir = parsed["cache-dir"].as<std::string>();
     if (parsed.count("ca-cert")) ro->http.ca_cert = parsed["ca-cert"].as<std::string>();
     ro->http.net_timeout = std::chrono::seconds(std::max(1u, parsed["net-timeout"].as<unsigned>()));
+    ro->offline = parsed.count("offline") > 0;
+    if (parsed.count("cache-max-size")) {
+        ro->cache_max_bytes = gguf::parse_split_max_size(parsed["cache-max-size"].as<std::string>());
+    }
 }
 #endif
 

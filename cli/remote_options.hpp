@@ -1,7 +1,8 @@
-// The remote-source options shared by the offline subcommands that take a URL or hf:// SOURCE
-// (check, merge, prefetch): --source-file, --cache-dir, --net-timeout, --ca-cert. The mount has
-// its own set (cmd_mount.cpp: also --offline, --cache-max-size). And the handling of secrets in
-// SOURCE URLs: kept out of the command line (hide_url_secrets), or given in a file.
+// The remote-source options, declared once for every subcommand that takes a SOURCE (mount,
+// check, merge, prefetch: each picks its subset with RemoteOption flags): --source-file,
+// --cache-dir, --net-timeout, --ca-cert, and for the mount --offline, --cache-max-size,
+// --revalidate. And the handling of secrets in SOURCE URLs: kept out of the command line
+// (hide_url_secrets), or given in a file.
 #pragma once
 
 #include <string>
@@ -41,14 +42,32 @@ std::string read_source_file(const std::string& path);
 std::vector<std::string> source_and_positionals(const cxxopts::ParseResult& parsed,
                                                 const std::vector<std::string>& names);
 
-/// Adds --source-file FILE (read_source_file: SOURCE taken from FILE instead of the command
-/// line), --cache-dir DIR, --net-timeout SECONDS (default 30) and --ca-cert FILE to `options`;
-/// each help text starts with `prefix` (e.g. "URL: " where the command also takes local files).
-void add_remote_options(cxxopts::Options& options, const std::string& prefix);
+/// The remote options a command may take (bits of add_remote_options' `which`).
+enum RemoteOption : unsigned {
+    kSourceFileOption = 1u << 0,    ///< --source-file FILE: SOURCE from FILE (read_source_file)
+    kCacheDirOption = 1u << 1,      ///< --cache-dir DIR: the block cache
+    kNetTimeoutOption = 1u << 2,    ///< --net-timeout SECONDS (default 30)
+    kCaCertOption = 1u << 3,        ///< --ca-cert FILE: an extra CA certificate (PEM)
+    kOfflineOption = 1u << 4,       ///< --offline: no network, the cache only
+    kCacheMaxSizeOption = 1u << 5,  ///< --cache-max-size N[M|G]: bound of the cache
+    kRevalidateOption = 1u << 6,    ///< --revalidate SECONDS (default 60): a mount asks again
+    /// What check, merge and prefetch take.
+    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption,
+    /// What a mount takes.
+    kMountOptions = kOfflineCommandOptions | kOfflineOption | kCacheMaxSizeOption | kRevalidateOption,
+};
+
+/// Adds the remote options named by the RemoteOption bits of `which` to `options`; each help
+/// text but --source-file's starts with `prefix` (e.g. "URL: " where the command also takes
+/// local files).
+void add_remote_options(cxxopts::Options& options, const std::string& prefix,
+                        unsigned which = kOfflineCommandOptions);
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 /// Copies the options add_remote_options added from `parsed` into `ro` (a timeout below 1 s is
-/// taken as 1 s). Throws what cxxopts throws for a malformed value.
+/// taken as 1 s; --cache-max-size as gguf::parse_split_max_size reads it). --revalidate is not
+/// a RemoteOptions field: the mount reads it. Throws what cxxopts throws for a malformed value,
+/// gguf::Error(BadArgument) for a malformed --cache-max-size.
 void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptions* ro);
 #endif
 

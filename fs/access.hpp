@@ -1,5 +1,5 @@
 // Deciding access the way a direct open would, on the credentials of the process that made a
-// FUSE request (README "Permissions"; shared/docs/access-facts.md).
+// FUSE request (README "Permissions"; path_resolution(7), faccessat(2), setfsuid(2), acl(5)).
 //
 // With default_permissions the kernel only checks the mode, owner and group the daemon reports;
 // a daemon running as root then opens any source file. So, when the daemon may take on other

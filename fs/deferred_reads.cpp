@@ -1,6 +1,6 @@
 #include "fs/deferred_reads.hpp"
 
-#include "gguf/threads.hpp"
+#include "common/threads.hpp"
 
 namespace gguf_mount::fs {
 

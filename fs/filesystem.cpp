@@ -111,8 +111,7 @@ std::shared_ptr<const gguf::VirtualFile> FileSource::acquire() const {
 
 bool FileSource::source_changed() const noexcept {
     for (const gguf::FilePart& p : parts_) {
-        struct stat now {};
-        if (::stat(p.path.c_str(), &now) != 0 || !gguf::same_file_state(now, p.st)) return true;
+        if (gguf::part_changed(p)) return true;
     }
     return false;
 }
@@ -122,14 +121,11 @@ size_t FileSource::open_count() noexcept { return g_open_files.load(std::memory_
 std::string entry_fingerprint(const gguf::CatalogEntry& entry) {
     std::string fp = gguf::entry_kind_name(entry.kind);
     fp += ':' + std::to_string(entry.size());
-    for (const auto& m : entry.members) {
-        for (const auto& p : m.parts) {
-            fp += '|' + p.path + ':' + std::to_string(p.st.st_dev) + ':' + std::to_string(p.st.st_ino) + ':' +
-                  std::to_string(p.st.st_size) + ':' + std::to_string(p.st.st_mtim.tv_sec) + '.' +
-                  std::to_string(p.st.st_mtim.tv_nsec);
-            if (p.source) fp += ":v=" + p.validator;
-        }
-    }
+    if (!entry.identity.empty()) fp += '|' + entry.identity;
+    fp += gguf::files_state(entry.members);
+    // With KV edits the header depends on more than the parts (a sidecar, an @FILE): its digest
+    // keeps an edit of the same length from reusing the inode and its cached header pages.
+    if (!entry.header_digest.empty()) fp += "|header=" + entry.header_digest;
     return fp;
 }
 
@@ -224,7 +220,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
     std::vector<bool> drop(nodes.size(), false);
     for (size_t i : to_pin) {
         Node& n = nodes[i];
-        if (n.kind != gguf::EntryKind::MergedSet && n.kind != gguf::EntryKind::ByteSplit) continue;
+        if (!planned_kind(n.kind)) continue;
         try {
             if (pinned + n.file->pinned_descriptors() <= pin_budget) {
                 try {

@@ -26,8 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gguf/catalog.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace gguf_mount::fs {
 
@@ -94,8 +94,8 @@ public:
     /// changed or vanished since it was planned: Code::BadSplit / Code::Io ENOENT).
     std::shared_ptr<const gguf::VirtualFile> acquire() const;
 
-    /// True when a part no longer has the device, inode, size and mtime it was planned with,
-    /// or cannot be stat()ed (one stat(2) per part). For log messages.
+    /// True when a part is no longer what it was planned from (gguf::part_changed, one stat(2)
+    /// per local part). For log messages.
     bool source_changed() const noexcept;
 
     /// Number of gguf::VirtualFile objects currently open (pinned or held), for tests.
@@ -128,8 +128,19 @@ struct Node {
     std::vector<size_t> children;  // directories: indices into Snapshot::nodes(), sorted by name
 };
 
-/// Identity of an entry's content: kind, size and every physical part's path, device, inode,
-/// size and mtime. Two catalog entries with equal fingerprints serve the same bytes.
+/// True for the files served from a plan over their sources (merged sets, byte-split files,
+/// shard-view shards): pinned while the descriptor budget allows, random uncached reads O_DIRECT.
+/// Companions and shards shown as they are: false.
+inline bool planned_kind(gguf::EntryKind kind) noexcept {
+    return kind == gguf::EntryKind::MergedSet || kind == gguf::EntryKind::ByteSplit ||
+           kind == gguf::EntryKind::SplitShard;
+}
+
+/// Identity of an entry's content: kind, size, every physical part's path, device, inode,
+/// size and mtime, for an entry with KV edits the digest of its rendered header
+/// (CatalogEntry::header_digest), and its identity (what else makes the bytes: the split
+/// options and shard of a shard view). Two catalog entries with equal fingerprints serve the
+/// same bytes.
 std::string entry_fingerprint(const gguf::CatalogEntry& entry);
 
 /// stat(2) attributes for a catalog entry served as inode `ino`: S_IFREG | attr.mode, uid, gid,

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fs/filesystem.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 
 namespace gguf_mount::fs {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <sstream>
 
-#include "gguf/file_io.hpp"
+#include "gguf/bytes/file_io.hpp"
 
 extern char** environ;
 

@@ -1,17 +1,18 @@
 // libfuse low-level handlers: a thin translation from FUSE requests to Snapshot, LiveFilesystem
 // and VirtualFile calls. No GGUF logic lives here.
 //
-// Rules followed (libfuse 3.14 fuse_lowlevel.h; shared/docs/fuse-performance.md):
+// Rules followed (libfuse 3.14 fuse_lowlevel.h):
 //  - every request gets exactly one reply (fuse_reply_*), on every path, exceptions included;
-//  - reads pread (or, for uncached random reads, pread with O_DIRECT: VirtualFile::serve) into
-//    a per-thread buffer allocated once and reply with fuse_reply_buf: never
-//    fuse_reply_data with fd buffers, whose non-splice fallback allocates per request
-//    (measured 0.15 GiB/s);
+//  - reads go through VirtualFile::serve (one walk of the extent table; the byte sources pick
+//    buffered, O_DIRECT or drop-behind reads) into a per-thread buffer allocated once and reply
+//    with fuse_reply_buf: never
+//    fuse_reply_data with fd buffers, whose non-splice fallback allocates and frees a buffer
+//    per request (bench/README.md has the figure);
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
 //    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts: see fs/ops.hpp;
-//  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot.
-//  - shard pages behind served reads are dropped (drop_served_shard_pages), so a model read
-//    through the mount is cached once, not twice.
+//  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot;
+//  - shard pages behind served reads are dropped by their sources (gguf::CopyKept::ByReader),
+//    so a model read through the mount is cached once, not twice.
 #include "fs/ops.hpp"
 
 #include <fcntl.h>
@@ -30,7 +31,8 @@
 
 #include "fs/access.hpp"
 #include "fs/deferred_reads.hpp"
-#include "gguf/byte_source.hpp"
+#include "fs/errors.hpp"
+#include "gguf/bytes/byte_source.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
@@ -38,6 +40,17 @@ namespace gguf_mount::fs {
 namespace {
 
 Context& ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+/// Runs handler body `fn` for `req`; an exception escaping it is answered with the errno map
+/// (reply_errno, fs/errors.hpp). `fn` replies on every path it returns by.
+template <typename Fn>
+void guarded(fuse_req_t req, Fn&& fn) noexcept {
+    try {
+        fn();
+    } catch (...) {
+        fuse_reply_err(req, reply_errno(std::current_exception()));
+    }
+}
 
 /// What an open file's fi->fh points to: the file as it was when opened (one allocation per
 /// open, none per read).
@@ -86,41 +99,23 @@ char* thread_read_buffer(size_t len) {
     return buf.get();
 }
 
-/// Logs (rate-limited) one warning naming the shard and the byte range that failed.
-void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, size_t len, ssize_t err,
-                       uint32_t failed_source) {
+/// Logs (rate-limited) one warning naming the shard and the byte range that failed (`s`, as
+/// VirtualFile::serve returned it).
+void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, const gguf::Served& s) {
     uint64_t suppressed = 0;
     if (!c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) return;
 
     const gguf::VirtualFile& vf = *of.file;
-    std::string shard = failed_source < vf.sources().size() ? vf.sources()[failed_source].path : "?";
-    // Locate the failing piece in the shard (no I/O: walk the extent table).
-    uint64_t shard_offset = 0, shard_len = 0;
-    bool found = false;
-    vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
-        if (found || p.extent->kind != gguf::Extent::Kind::Source || p.extent->source != failed_source) return;
-        found = true;
-        shard_offset = p.extent->source_offset + p.skip;
-        shard_len = p.length;
-    });
-    std::string why = std::strerror(static_cast<int>(-err));
-    if (failed_source < vf.sources().size()) {
-        const gguf::SourceFile& src = vf.sources()[failed_source];
-        struct stat now {};
-        if (src.remote) {
-            if (src.remote->changed()) why = "the remote file changed since it was opened (validator differs)";
-        } else if (::fstat(src.fd.get(), &now) == 0) {
-            if (now.st_size < src.st.st_size) {
-                why = "short read: the file is now " + std::to_string(now.st_size) + " bytes, it was " +
-                      std::to_string(src.st.st_size) + " when opened";
-            } else if (vf.source_changed(failed_source)) {
-                why = "the file was modified in place since it was opened (size or mtime changed)";
-            }
-        }
+    const bool known = s.failed_source < vf.sources().size();
+    const std::string shard = known ? vf.sources()[s.failed_source]->display_name() : "?";
+    std::string why = std::strerror(static_cast<int>(-s.result));
+    if (known) {
+        std::string reason = vf.sources()[s.failed_source]->failure_reason();
+        if (!reason.empty()) why = std::move(reason);
     }
     std::string tail = suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "";
     spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}", shard,
-                 shard_len, shard_offset, why, of.path, offset, tail);
+                 s.failed_length, s.failed_offset, why, of.path, offset, tail);
 }
 
 /// 0 when the caller of `req` may access `node`'s source paths with `mode` as a direct open
@@ -147,40 +142,6 @@ void reply_entry(fuse_req_t req, Context& c, const Node& node) {
     if (fuse_reply_entry(req, &e) != 0) c.live->forget(node.ino, 1);
 }
 
-/// Shard pages are dropped in whole blocks of this size, the largest page-cache folio on x86-64
-/// (PMD size): posix_fadvise(POSIX_FADV_DONTNEED) only evicts folios that lie entirely inside
-/// its range, and ext4 caches sequentially read files in folios of up to 2 MiB, so dropping
-/// exactly the 1 MiB a request read evicted nothing (measured: 0.96x the model still cached in
-/// the shards after one full read).
-constexpr uint64_t kDropBlock = uint64_t{2} << 20;
-/// ...and only this far behind the bytes just served: the kernel has up to max_background (12)
-/// readahead requests of 1 MiB in flight, served out of order by the worker threads, and pages
-/// dropped before another request copied them would be read from disk a second time.
-constexpr uint64_t kDropLag = uint64_t{16} << 20;
-
-/// Drops the shard pages behind a read that was just served to the page cache: the kernel keeps
-/// those bytes in the merged file's own page cache (keep_cache), so the shard copy would only
-/// double what a loaded model costs in memory (bench/run.sh: 1.96x the model size cached after
-/// one full read without this, 1.03x with it; cold sequential reads got faster, not slower,
-/// because freed pages are reused instead of fresh ones being faulted in). For each shard run
-/// [a, b) of the request it drops the 2 MiB blocks of [a, b) shifted kDropLag back, so the
-/// last kDropLag + kDropBlock bytes of each shard stay cached. Best effort: errors are ignored.
-void drop_served_shard_pages(const gguf::VirtualFile& vf, uint64_t offset, size_t len) noexcept {
-    vf.layout().for_each_piece(offset, len, [&](const gguf::Piece& p) {
-        if (p.extent->kind != gguf::Extent::Kind::Source || vf.sources()[p.extent->source].remote) return;
-        const uint64_t a = p.extent->source_offset + p.skip;
-        uint64_t hi = (a + p.length) / kDropBlock * kDropBlock;
-        if (hi <= kDropLag) return;
-        hi -= kDropLag;
-        uint64_t lo = a / kDropBlock * kDropBlock;
-        lo = lo > kDropLag ? lo - kDropLag : 0;
-        if (hi > lo) {
-            ::posix_fadvise(vf.sources()[p.extent->source].fd.get(), static_cast<off_t>(lo),
-                            static_cast<off_t>(hi - lo), POSIX_FADV_DONTNEED);
-        }
-    });
-}
-
 // ---- handlers -----------------------------------------------------------------------------
 
 void op_init(void* userdata, fuse_conn_info* conn) noexcept {
@@ -191,7 +152,7 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
     // accepts lowering it, so it stays at the maximum. The real window is raised after mount
     // through /sys/class/bdi (fs/session.cpp).
     // Replies come from memory (fuse_reply_buf); splice buys nothing here and its fd fallback
-    // is the 0.15 GiB/s trap, so keep every splice capability off.
+    // allocates a buffer per request, so keep every splice capability off.
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
     conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
     conn->max_background = kMaxBackground;
@@ -202,7 +163,7 @@ void op_init(void* userdata, fuse_conn_info* conn) noexcept {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* dir = snap->node(parent);
@@ -224,9 +185,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
         e.ino = 0;
         e.entry_timeout = kEntryTimeoutSeconds;
         fuse_reply_entry(req, &e);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept {
@@ -246,7 +205,7 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) no
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         if (const Node* node = snap->node(ino)) {
@@ -261,13 +220,11 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
             return;
         }
         fuse_reply_err(req, ENOENT);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* node = snap->node(ino);
@@ -295,7 +252,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
         } catch (const gguf::Error& err) {
             // Out of descriptors: the one file fails, the mount serves on. A file that changed or
             // vanished since it was scanned: ESTALE, the watcher's rescan brings its new state.
-            const int e = err.sys_errno();
+            const int e = reply_errno(std::current_exception(), ESTALE);
             const bool no_fds = e == EMFILE || e == ENFILE;
             uint64_t suppressed = 0;
             if (c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) {
@@ -303,11 +260,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
                              no_fds ? " (too many open files: raise the descriptor limit, LimitNOFILE=)" : "",
                              suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "");
             }
-            fuse_reply_err(req, no_fds ? e : ESTALE);
+            fuse_reply_err(req, e);
             return;
         }
-        const bool random_direct =
-            node->kind == gguf::EntryKind::MergedSet || node->kind == gguf::EntryKind::ByteSplit;
+        const bool random_direct = planned_kind(node->kind);
         auto of = std::make_unique<OpenFile>(OpenFile{std::move(file), node->path, random_direct});
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
         {
@@ -326,43 +282,32 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
             c.open_files.erase(fi->fh);
         }
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
-/// Reads [off, off + size) of `of` into `buf` (the caller's thread_read_buffer) as op_read
-/// serves it. An O_DIRECT reader bypasses the merged file's page cache, so the shard cache is
-/// its only one: plain buffered reads, nothing dropped. Every other read fills the merged
-/// file's page cache, so the shard copy is avoided (serve: O_DIRECT for uncached random reads)
-/// or dropped behind the stream (drop_served_shard_pages).
-gguf::Served read_request(const OpenFile& of, off_t off, size_t size, bool client_direct, char* buf,
-                          uint32_t* failed_source) noexcept {
-    gguf::Served s;
-    if (client_direct || !of.random_direct) {
-        s.result = of.file->read(static_cast<uint64_t>(off), size, buf, failed_source);
-        s.data = buf;
-    } else {
-        s = of.file->serve(static_cast<uint64_t>(off), size, buf, failed_source);
-    }
-    return s;
+/// The page-cache policy of one read (gguf::CopyKept), from who keeps a copy: an O_DIRECT
+/// reader bypasses the served file's page cache, so the sources' cache is its only one; every
+/// other read fills the served file's page cache, so the sources avoid a second copy (O_DIRECT
+/// for uncached random reads of merged sets and byte-split files, whose descriptors are pinned;
+/// drop-behind of streams).
+gguf::CopyKept copy_kept(const OpenFile& of, bool client_direct) noexcept {
+    return client_direct ? gguf::CopyKept::None
+           : of.random_direct ? gguf::CopyKept::ByReaderDirect
+                              : gguf::CopyKept::ByReader;
 }
 
-/// Replies to a read with what read_request gave (EIO, logged rate-limited, for an error).
-/// `of` must be valid until the reply is sent: once it is, a RELEASE may free it.
-void reply_read(fuse_req_t req, Context& c, const OpenFile& of, off_t off, size_t size, bool client_direct,
-                const gguf::Served& s, uint32_t failed_source) noexcept {
+/// Replies to a read with what VirtualFile::serve gave (EIO, logged rate-limited, for an error).
+void reply_read(fuse_req_t req, Context& c, const OpenFile& of, off_t off, const gguf::Served& s) noexcept {
     if (s.result < 0) {
-        warn_read_failure(c, of, static_cast<uint64_t>(off), size, s.result, failed_source);
+        warn_read_failure(c, of, static_cast<uint64_t>(off), s);
         fuse_reply_err(req, EIO);
         return;
     }
-    if (!client_direct && !s.direct) drop_served_shard_pages(*of.file, static_cast<uint64_t>(off), size);
     fuse_reply_buf(req, s.data, static_cast<size_t>(s.result));
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         OpenFile* of = fi ? open_file(fi) : nullptr;
         if (!of) {
@@ -374,40 +319,34 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
             return;
         }
         char* buf = thread_read_buffer(size);
-        uint32_t failed_source = 0;
-        const bool client_direct = fi->flags & O_DIRECT;
+        const gguf::CopyKept kept = copy_kept(*of, fi->flags & O_DIRECT);
         gguf::Served s;
         if (c.deferred) {
             // A read that would wait for a remote server goes to a thread of c.deferred: the
             // workers stay free for metadata and cached reads.
             {
                 gguf::NoNetworkWaitScope no_wait;
-                s = read_request(*of, off, size, client_direct, buf, &failed_source);
+                s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);
             }
             if (s.result == -EWOULDBLOCK) {
                 // A copy: the job must not depend on fi (the kernel keeps the file open until
                 // the reply, but the copy costs one allocation per network read only).
                 auto job_of = std::make_shared<OpenFile>(*of);
                 if (c.deferred->submit(
-                        [req, &c, job_of, off, size, client_direct] {
-                            uint32_t failed = 0;
+                        [req, &c, job_of, off, size, kept] {
                             char* b = thread_read_buffer(size);
-                            gguf::Served r = read_request(*job_of, off, size, client_direct, b, &failed);
-                            reply_read(req, c, *job_of, off, size, client_direct, r, failed);
+                            reply_read(req, c, *job_of, off, job_of->file->serve(static_cast<uint64_t>(off), size, b, kept));
                         },
                         [req] { fuse_reply_err(req, EIO); })) {
                     return;
                 }
-                failed_source = 0;
-                s = read_request(*of, off, size, client_direct, buf, &failed_source);  // no pool: wait here
+                s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);  // no pool: wait here
             }
         } else {
-            s = read_request(*of, off, size, client_direct, buf, &failed_source);
+            s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);
         }
-        reply_read(req, c, *of, off, size, client_direct, s, failed_source);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+        reply_read(req, c, *of, off, s);
+    });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
@@ -421,7 +360,7 @@ void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         Context& c = ctx(req);
         std::shared_ptr<const Snapshot> snap = c.live->current();
         const Node* node = snap->node(ino);
@@ -459,13 +398,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
             c.open_dirs.erase(fi->fh);
         }
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) noexcept {
-    try {
+    guarded(req, [&] {
         OpenDir* od = fi ? open_dir(fi) : nullptr;
         if (!od) {
             fuse_reply_err(req, EBADF);
@@ -503,9 +440,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
             used += need;
         }
         fuse_reply_buf(req, buf.data(), used);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
@@ -519,7 +454,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
-    try {
+    guarded(req, [&] {
         std::shared_ptr<const Snapshot> snap = ctx(req).live->current();
         struct statvfs sv {};
         sv.f_bsize = 4096;
@@ -532,9 +467,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) noexcept {
         sv.f_favail = 0;
         sv.f_namemax = 255;
         fuse_reply_statfs(req, &sv);
-    } catch (...) {
-        fuse_reply_err(req, EIO);
-    }
+    });
 }
 
 // ---- everything that would modify the file system: read-only ------------------------------

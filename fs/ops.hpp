@@ -13,8 +13,8 @@
 namespace gguf_mount::fs {
 
 /// Largest read request, in bytes: 1 MiB. libfuse 3.14 caps its request buffer at 256 pages
-/// (and the kernel's fs.fuse.max_pages_limit is 256), so the kernel never sends more
-/// (shared/docs/fuse-performance.md, "Read sizes the kernel actually sent"). The init handler
+/// (and the kernel's fs.fuse.max_pages_limit is 256), so the kernel never sends more (libfuse
+/// lib/fuse_lowlevel.c, fs/fuse/inode.c). The init handler
 /// sets conn->max_read to this value and fs/session.cpp passes the same `-o max_read=`:
 /// libfuse 3.14 refuses to start when the two differ.
 inline constexpr size_t kMaxRead = size_t{1} << 20;
@@ -24,10 +24,9 @@ inline constexpr size_t kMaxRead = size_t{1} << 20;
 /// (12 and 9) are sized for its 128 KiB readahead; with the 4 MiB window gguf-mount sets, a
 /// single sequential reader already queues 8 requests of 1 MiB, the connection turns congested,
 /// and fuse_readahead() then skips the window's asynchronous part, whose folios the kernel has
-/// already inserted and now deletes again (mm/readahead.c read_pages). Traced
-/// (bench/trace-folios.sh, mm_filemap_{add_to,delete_from}_page_cache on the FUSE inode) for
-/// one cold read of a 506 MiB merged file: 151,773 folio insertions and 22,272 deletions with
-/// 12/9; 129,497 insertions (one per page) and no deletion with 64/48. Root may set any value;
+/// already inserted and now deletes again (mm/readahead.c read_pages). With 64/48 a cold read
+/// inserts each page once and deletes none (bench/trace-folios.sh traces it; the counts are in
+/// bench/README.md). Root may set any value;
 /// for other users the kernel clamps them to fs.fuse.max_user_bgreq / max_user_congthresh.
 inline constexpr unsigned kMaxBackground = 64;
 inline constexpr unsigned kCongestionThreshold = 48;
@@ -35,8 +34,8 @@ inline constexpr unsigned kCongestionThreshold = 48;
 /// Attribute timeout of regular files, in seconds. An inode number is never reused for other
 /// content (fs/filesystem.hpp InodeTable), so a file's attributes only change on a chmod or
 /// chown of its sources, and the watcher then invalidates them (notify_inval_inode); the kernel
-/// may keep them for a day. A timeout of 0 would cost one GETATTR per read() (≈40 % of warm
-/// throughput, shared/docs/fuse-performance.md).
+/// may keep them for a day. A timeout of 0 would cost one GETATTR request per read() (its
+/// share of warm throughput is in bench/README.md).
 inline constexpr double kFileAttrTimeoutSeconds = 86400.0;
 
 /// Entry timeout of every name (positive and negative) and attribute timeout of directories,
@@ -82,7 +81,8 @@ void free_open_handles(Context& c) noexcept;
 /// with EMFILE/ENFILE (logged, rate-limited); the mount serves on.
 /// Every modifying operation (setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link,
 /// write, create, setxattr, removexattr, fallocate, copy_file_range) and every open for
-/// writing fails with EROFS. Handlers never throw: a catch-all replies EIO.
+/// writing fails with EROFS. Handlers never throw: what escapes a handler is answered with
+/// the errno map (reply_errno, fs/errors.hpp: EIO, ENOMEM for an allocation failure).
 const fuse_lowlevel_ops& lowlevel_ops() noexcept;
 
 }  // namespace gguf_mount::fs

@@ -32,8 +32,8 @@
 #include "fs/mount_point.hpp"
 #include "fs/ops.hpp"
 #include "fs/self_read.hpp"
-#include "gguf/text.hpp"
-#include "gguf/threads.hpp"
+#include "common/text.hpp"
+#include "common/threads.hpp"
 
 namespace gguf_mount::fs {
 

@@ -1,5 +1,5 @@
 #include "fs/watcher.hpp"
-#include "gguf/threads.hpp"
+#include "common/threads.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

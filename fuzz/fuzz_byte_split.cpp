@@ -1,5 +1,5 @@
-// libFuzzer target: the byte-split piece detector (gguf/byte_split.hpp) and the logical file
-// that joins the pieces (gguf/logical_file.hpp).
+// libFuzzer target: the byte-split piece detector (gguf/model/byte_split.hpp) and the logical file
+// that joins the pieces (gguf/bytes/logical_file.hpp).
 //
 // Input format: directory entry names separated by '\n', then optionally a NUL byte followed by
 // a payload. Duplicate names are dropped (a directory has each name once).
@@ -29,10 +29,10 @@
 #include <tuple>
 #include <vector>
 
-#include "gguf/byte_split.hpp"
+#include "gguf/model/byte_split.hpp"
 #include "gguf/error.hpp"
-#include "gguf/logical_file.hpp"
-#include "gguf/reader.hpp"
+#include "gguf/bytes/logical_file.hpp"
+#include "gguf/format/reader.hpp"
 
 namespace {
 

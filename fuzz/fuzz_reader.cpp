@@ -15,9 +15,9 @@
 #include <string_view>
 
 #include "gguf/error.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/text.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/reader.hpp"
+#include "common/text.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace {
 

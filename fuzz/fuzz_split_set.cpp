@@ -26,11 +26,13 @@
 #include <string_view>
 #include <vector>
 
+#include "gguf/model/merge_plan.hpp"
+#include "support/scan_directory.hpp"
 #include "gguf/error.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/text.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/format/reader.hpp"
+#include "common/text.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace {
 
@@ -135,7 +137,7 @@ void check_range(const gguf::VirtualFile& vf, const gguf::Extent& e, uint64_t sk
 }
 
 void check_merged(const gguf::SplitSet& set, const std::vector<std::string_view>& shards) {
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
+    gguf::VirtualFile vf = gguf::open_merged(set);
     const gguf::VirtualLayout& layout = vf.layout();
 
     // The merged header must be a valid GGUF header describing every tensor of the set.

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "gguf/error.hpp"
-#include "gguf/format.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/format.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace fs = std::filesystem;
 

@@ -29,7 +29,7 @@ enum class Code {
 class Error : public std::runtime_error {
 public:
     /// `message` is kept as it is, names and keys from files included, byte for byte: it is
-    /// escaped once, where it is printed or logged (gguf::escape, gguf/text.hpp), so a name can
+    /// escaped once, where it is printed or logged (gguf::escape, common/text.hpp), so a name can
     /// neither split the one-line message nor drive a terminal, and two names stay distinct.
     Error(Code code, const std::string& message, int sys_errno = 0)
         : std::runtime_error(message), code_(code), sys_errno_(sys_errno) {}

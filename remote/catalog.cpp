@@ -1,6 +1,5 @@
 #include "remote/catalog.hpp"
 #include "remote/bounds.hpp"
-#include "remote/index.hpp"
 #include "remote/hub.hpp"
 #include "remote/hub_listing.hpp"
 #include "remote/url_parts.hpp"
@@ -13,8 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/error.hpp"
-#include "gguf/file_io.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/model/split_set.hpp"
 
 namespace gguf_mount::remote {
 

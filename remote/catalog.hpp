@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "gguf/catalog.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/model/split_set.hpp"
 #include "remote/source.hpp"
 
 namespace gguf_mount::remote {

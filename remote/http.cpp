@@ -1,8 +1,6 @@
 #include "remote/http.hpp"
 
 #include "remote/hub.hpp"
-#include "remote/index.hpp"
-#include "remote/token.hpp"
 #include "remote/url_parts.hpp"
 
 #include <curl/curl.h>
@@ -10,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -135,6 +134,7 @@ bool is_http_url(const std::string& s) {
 /// State of one request, filled by libcurl's callbacks.
 struct HttpClient::Attempt {
     CURL* curl = nullptr;
+    char errbuf[CURL_ERROR_SIZE] = {0};
     uint64_t offset = 0;
     size_t len = 0;
     char* dst = nullptr;
@@ -172,8 +172,8 @@ struct HttpClient::Attempt {
 
     /// Aborts a transfer that received nothing for stall_limit, brought less than floor_bytes
     /// in a window of stall_limit, or outlived its deadline. (CURLOPT_LOW_SPEED_TIME averages
-    /// the speed over a window of about 5 s, so a burst followed by silence was cut only after
-    /// stall_limit + 6 s: measured 7 s for a 1 s limit.)
+    /// the speed over a window of about 5 s, so a burst followed by silence was cut only
+    /// seconds after stall_limit.)
     static int on_progress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
         auto* a = static_cast<Attempt*>(self);
         const auto now = Clock::now();
@@ -316,42 +316,32 @@ void HttpClient::release(void* handle) {
     idle_.push_back(handle);
 }
 
-ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, Clock::time_point deadline,
-                            RateLimitHint* hint, std::string* answered_by) {
-    const uint64_t offset = ask.offset;
-    const size_t len = ask.len;
-    const bool head_only = ask.head_only;
+struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& request, const Ask& ask,
+                                     Clock::time_point deadline, char* errbuf) {
     CURL* c = static_cast<CURL*>(handle);
     curl_easy_reset(c);  // keeps the connection cache and DNS cache of the handle
-    Attempt a;
     a.curl = c;
-    a.offset = offset;
-    a.len = len;
+    a.offset = ask.offset;
+    a.len = ask.len;
     a.dst = ask.dst;
-    a.head_only = head_only;
+    a.head_only = ask.head_only;
     a.page = ask.page;
     if (a.page) a.page->clear();
-    char errbuf[CURL_ERROR_SIZE] = {0};
     const long timeout = static_cast<long>(options_.net_timeout.count());
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    // 512 KiB receive buffer instead of 16 KiB: 32x fewer recv calls and write callbacks per
-    // block. Cold 2.46 GiB loopback read, 3 paired runs: daemon CPU 10.8/8.7/10.5 s against
-    // 12.3/10.1/10.6 s, 336-422 MB/s against 332-360 (small, but in every pair).
+    // A 512 KiB receive buffer instead of 16 KiB: 32 times fewer recv calls and write callbacks
+    // per block (bench/results/remote-design-measurements.md).
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, kMaxRedirects);
+    // Redirects are followed by once(), which signs a follow-up only on the origin asked for.
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    // An https source never continues in plain http (its bytes and a signed URL would travel
-    // in the clear).
-    const bool https = lower(url.substr(0, 8)) == "https://";
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout * 1000);
     // A name lookup that outlasts the timeout is abandoned (its resolver thread ends on its own
     // when getaddrinfo returns). Without this, libcurl's threaded resolver waits for it: a DNS
-    // server that never answers held a mount with --net-timeout 2 for 90 s (glibc's
-    // timeout:30 attempts:3; curl KNOWN_BUGS "threaded resolver blocks").
+    // server that never answers held a mount past --net-timeout for glibc's whole
+    // timeout x attempts (curl KNOWN_BUGS "threaded resolver blocks").
     curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L);
     a.stall_limit = options_.net_timeout;
     a.floor_bytes = options_.min_bytes_per_second * static_cast<uint64_t>(options_.net_timeout.count());
@@ -370,36 +360,95 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    // The token only for its origin; a redirect elsewhere does not carry it (libcurl >= 7.83).
+    if (ask.head_only) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     struct curl_slist* headers = nullptr;
-    std::string auth;
-    const std::string token = options_.bearer_supply ? options_.bearer_supply->current() : options_.bearer_token;
-    if (!token.empty() && same_origin(url, options_.bearer_origin)) {
-        auth = "Authorization: Bearer " + token;
-        headers = curl_slist_append(headers, auth.c_str());
-        if (!headers) throw HttpError(url_for_message(url) + ": out of memory", ENOMEM, 0, false);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    for (const auto& [name, value] : request.headers) {
+        const std::string line = name + ": " + value;
+        if (name.empty() || line.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+            curl_slist_free_all(headers);
+            throw HttpError(url_for_message(request.url) + ": refused to send header '" + name.substr(0, 64) +
+                                "': an empty name, or CR, LF or NUL in it",
+                            EIO, 0, false);
+        }
+        struct curl_slist* more = curl_slist_append(headers, line.c_str());
+        if (!more) {
+            curl_slist_free_all(headers);
+            throw HttpError(url_for_message(request.url) + ": out of memory", ENOMEM, 0, false);
+        }
+        headers = more;
     }
-    struct HeaderList {
-        struct curl_slist* list;
-        ~HeaderList() { curl_slist_free_all(list); }
-    } header_list{headers};
-    std::string range;
-    if (head_only) {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    } else if (!ask.page) {
-        range = std::to_string(offset) + "-" + std::to_string(offset + len - 1);
-        curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
-    }
+    if (headers) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    return headers;
+}
 
+ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask, Clock::time_point deadline,
+                            RateLimitHint* hint, std::string* answered_by) {
+    const uint64_t offset = ask.offset;
+    const size_t len = ask.len;
+    const bool head_only = ask.head_only;
+    CURL* c = static_cast<CURL*>(handle);
     const std::string name = url_for_message(url);
-    CURLcode rc = curl_easy_perform(c);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
+    const long timeout = static_cast<long>(options_.net_timeout.count());
+    // An https source never continues in plain http (its bytes and a signed URL would travel
+    // in the clear).
+    const bool https = lower(url.substr(0, 8)) == "https://";
+    std::unique_ptr<Attempt> attempt;
+    std::string hop = url;  // the URL of this hop, before signing
+    std::string sent;       // the URL this hop was sent to (a signer may replace it)
+    bool credentials = false;  // the signer added something to the hop that answered
+    CURLcode rc = CURLE_OK;
     long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    char* effective = nullptr;
-    curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &effective);
-    if (answered_by) *answered_by = effective ? effective : url;
+    for (long redirects = 0;; ++redirects) {
+        Request request;
+        request.method = head_only ? "HEAD" : "GET";
+        request.url = hop;
+        if (!head_only && !ask.page) {
+            request.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
+                                                      std::to_string(offset + len - 1));
+        }
+        credentials = false;
+        const RequestSigner* signer = options_.signer.get();
+        if (signer && signer->covers(hop) && (redirects == 0 || same_origin(hop, url))) {
+            const size_t before = request.headers.size();
+            signer->sign(request);
+            credentials = request.headers.size() != before || request.url != hop;
+        }
+        sent = request.url;
+        attempt = std::make_unique<Attempt>();
+        struct HeaderList {
+            struct curl_slist* list;
+            ~HeaderList() { curl_slist_free_all(list); }
+        } header_list{setup(c, *attempt, request, ask, deadline, attempt->errbuf)};
+        rc = curl_easy_perform(c);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
+        status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        const bool redirect = status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+        if (rc != CURLE_OK || !attempt->refused.empty() || !redirect || attempt->location.empty()) break;
+        // The Location this hop was sent (relative to the URL that sent it).
+        char* follow = nullptr;
+        curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &follow);
+        auto to = parse_url(attempt->location, sent);
+        const std::string target = to ? url_for_message(to->url) : url_for_message(attempt->location);
+        if (!to || (to->scheme != "http" && to->scheme != "https")) {
+            throw HttpError(name + ": redirected to " + target + ": only http and https redirects are followed", EIO, 0,
+                            false);
+        }
+        if (https && to->scheme == "http") {
+            throw HttpError(name + ": redirected to " + target +
+                                ", which is plain http: an https source follows https redirects only",
+                            EIO, 0, false);
+        }
+        if (redirects >= kMaxRedirects) {
+            throw HttpError(name + ": more than " + std::to_string(kMaxRedirects) + " redirects (a redirect loop?)",
+                            EIO, 0, false);
+        }
+        hop = follow ? std::string(follow) : to->url;
+    }
+    Attempt& a = *attempt;
+    char* errbuf = a.errbuf;
+    const char* effective = hop.c_str();  // the URL that answered, before signing
+    if (answered_by) *answered_by = hop;
     if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, EIO, status, false);
     if (rc != CURLE_OK) {
         std::string why = a.stalled ? "no data for " + std::to_string(timeout) + " s (stalled; --net-timeout)"
@@ -412,17 +461,6 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
                                     std::to_string(options_.min_bytes_per_second / 1024) + " KiB/s)"
                           : errbuf[0] ? std::string(errbuf)
                                       : std::string(curl_easy_strerror(rc));
-        // The Location libcurl refused to follow (relative to the URL that sent it).
-        auto to = a.location.empty() ? std::nullopt : parse_url(a.location, effective ? effective : url);
-        const std::string target = to ? url_for_message(to->url) : a.location.empty() ? "" : url_for_message(a.location);
-        const std::string target_scheme = lower(target.substr(0, target.find(':') + 1));
-        if (rc == CURLE_UNSUPPORTED_PROTOCOL && https && target_scheme == "http:") {
-            why = "redirected to " + target + ", which is plain http: an https source follows https redirects only";
-        } else if (rc == CURLE_UNSUPPORTED_PROTOCOL && !target.empty()) {
-            why = "redirected to " + target + ": only http and https redirects are followed";
-        } else if (rc == CURLE_TOO_MANY_REDIRECTS) {
-            why = "more than " + std::to_string(kMaxRedirects) + " redirects (a redirect loop?)";
-        }
         // TLS verification failures are not retried: they will not go away.
         bool tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                    rc == CURLE_SSL_CONNECT_ERROR;
@@ -452,10 +490,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     // An answer with X-Error-Code is the Hub's (or a mirror's): described in its words
     // (remote/hub.hpp); any other server's refusal is not.
     if ((status == 401 || status == 403 || status == 404 || status == 410) && !a.error_code.empty()) {
-        char* answered = nullptr;
-        curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &answered);
-        const std::string at = answered ? answered : url;
-        throw HttpError(describe_hub_error(status, a.error_code, a.error_message, at, !auth.empty() && same_origin(at, url)),
+        throw HttpError(describe_hub_error(status, a.error_code, a.error_message, hop, credentials),
                         status == 401 || status == 403 ? EACCES : ENOENT, status, false, a.error_code);
     }
     if (status == 400 && !ask.page && !head_only && effective && !same_origin(effective, url) &&
@@ -563,7 +598,7 @@ void HttpClient::note_rate_limited(const std::string& origin, Clock::time_point 
 ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::time_point deadline) {
     const uint64_t bytes = ask.page ? kMaxPageBytes : ask.len;
     auto start = Clock::now();
-    if (deadline == Clock::time_point{}) deadline = start + request_deadline(options_, bytes);
+    if (deadline == Clock::time_point{}) deadline = start + remote::request_deadline(options_, bytes);
     const auto patience_end = start + options_.rate_limit_patience;
     auto retry_until = start + options_.net_timeout;  // no retry starts after this
     auto delay = options_.backoff;
@@ -581,9 +616,9 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
         } catch (const HttpError& e) {
             release(h);
             // A refused token may have been rotated: re-read it once and ask again (not an attempt).
-            if (e.status() == 401 && !token_reread && options_.bearer_supply && same_origin(url, options_.bearer_origin)) {
+            if (e.status() == 401 && !token_reread && options_.signer && options_.signer->covers(url)) {
                 token_reread = true;
-                if (options_.bearer_supply->refresh()) continue;
+                if (options_.signer->refresh()) continue;
             }
             const auto now = Clock::now();
             if (e.status() == 429) {
@@ -605,7 +640,7 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                 if (hint.wait_seconds < 0) limited_delay = std::min(limited_delay * 2, std::chrono::milliseconds(30000));
                 // The time spent waiting is not the server's failing: the other bounds start again.
                 const auto resumed = Clock::now();
-                deadline = std::max(deadline, resumed + request_deadline(options_, bytes));
+                deadline = std::max(deadline, resumed + remote::request_deadline(options_, bytes));
                 retry_until = resumed + options_.net_timeout;
                 continue;
             }
@@ -629,6 +664,10 @@ ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t
     ask.dst = dst;
     ask.got = got;
     return perform(url, ask, deadline);
+}
+
+std::chrono::milliseconds HttpClient::request_deadline(uint64_t bytes) const noexcept {
+    return remote::request_deadline(options_, bytes);
 }
 
 ObjectInfo HttpClient::head(const std::string& url) {

@@ -1,9 +1,6 @@
-// HTTP(S) ranged reads on libcurl: the only place gguf-mount talks to a server.
-// Facts used: shared/docs/remote-facts.md (206 + Content-Range check, 200 whole-body answers,
-// stalls, redirects, extra CA).
+// HTTP(S) on libcurl: the Client (remote/client.hpp) that talks to servers (206 + Content-Range
+// check, 200 whole-body answers refused, stalls, redirects, extra CA).
 #pragma once
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -11,48 +8,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "remote/client.hpp"
+
+struct curl_slist;  // <curl/curl.h>
+
 namespace gguf_mount::remote {
-
-class TokenSupply;  // remote/token.hpp
-
-/// True for "http://..." and "https://..." (case-insensitive scheme).
-bool is_http_url(const std::string& s);
-
-/// What identifies one version of a remote object, from the headers of a 206 answer (or HEAD).
-struct ObjectInfo {
-    uint64_t size = 0;       ///< total bytes (Content-Range "/TOTAL", or Content-Length of HEAD)
-    std::string validator;   ///< ETag as sent, else "lm:" + Last-Modified + ":" + size
-    time_t mtime = 0;        ///< Last-Modified as seconds since the epoch, 0 when absent
-};
-
-/// A failed request: one line naming the URL (url_for_message, remote/index.hpp: no credentials,
-/// query or fragment) and what a user can do about it.
-/// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
-/// 401/403); `status` the HTTP status (0 for transport errors); `hub_code` the answer's
-/// X-Error-Code header (the Hub's error kind: "GatedRepo", "RepoNotFound", ...; "" when absent).
-class HttpError : public std::runtime_error {
-public:
-    HttpError(const std::string& message, int sys_errno, long status, bool retryable, std::string hub_code = "")
-        : std::runtime_error(message),
-          sys_errno_(sys_errno),
-          status_(status),
-          retryable_(retryable),
-          hub_code_(std::move(hub_code)) {}
-    int sys_errno() const noexcept { return sys_errno_; }
-    long status() const noexcept { return status_; }
-    bool retryable() const noexcept { return retryable_; }
-    const std::string& hub_code() const noexcept { return hub_code_; }
-
-private:
-    int sys_errno_;
-    long status_;
-    bool retryable_;
-    std::string hub_code_;
-};
 
 /// Client settings (command line: --net-timeout, --ca-cert).
 struct HttpOptions {
@@ -73,17 +36,10 @@ struct HttpOptions {
     std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
     unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
     std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
-    /// A bearer token (the Hugging Face token, remote/hub.hpp), sent as "Authorization: Bearer
-    /// TOKEN" only to requests whose URL has the origin (scheme, host, port) of bearer_origin.
-    /// libcurl (>= 7.83) does not pass this header on when a redirect leaves that origin, so a
-    /// CDN a resolve URL redirects to never gets it (tests/remote hub tests check the logs).
-    /// Never logged, never part of a message or a cache key. "" for none.
-    std::string bearer_token;
-    std::string bearer_origin;  ///< URL of the origin that may receive bearer_token
-    /// When set, the token sent is bearer_supply->current() instead of bearer_token (a token
-    /// file rewritten while running is followed), and a 401 from bearer_origin re-reads it
-    /// once (TokenSupply::refresh); when the value changed, the request is sent again with it.
-    std::shared_ptr<TokenSupply> bearer_supply;
+    /// Signs every request the client sends to the URLs it covers (RequestSigner): the Hub's
+    /// bearer token (BearerSigner, remote/token.hpp), AWS Signature V4. Redirect follow-ups are
+    /// signed only while they stay on the origin of the URL asked for. Null: nothing is signed.
+    std::shared_ptr<const RequestSigner> signer;
 };
 
 /// The bound of one call for a body of `bytes` bytes (a range, or a page's limit), rate-limit
@@ -105,44 +61,34 @@ struct RateLimitHint {
 /// read up to 1 KiB; anything unparsable is ignored. Never throws but std::bad_alloc.
 RateLimitHint parse_rate_limit(const std::string& ratelimit, const std::string& retry_after, time_t now);
 
-/// A thread-safe HTTP client: a pool of libcurl easy handles (each keeps its connections alive,
-/// so sequential requests reuse them; HTTP/2 over TLS when the server offers it). TLS peers are
-/// verified against the system store, plus HttpOptions::ca_cert. Redirects are followed
-/// (libcurl drops credentials on a host change).
-class HttpClient {
+/// The libcurl Client: a pool of easy handles (each keeps its connections alive, so sequential
+/// requests reuse them; HTTP/2 over TLS when the server offers it). TLS peers are verified
+/// against the system store, plus HttpOptions::ca_cert. Redirects (301, 302, 303, 307, 308) are
+/// followed by the client itself, at most 10, http(s) only, an https source to https only; each
+/// follow-up is signed (HttpOptions::signer) only while it stays on the origin asked for.
+class HttpClient final : public Client {
 public:
     explicit HttpClient(HttpOptions options);
-    ~HttpClient();
+    ~HttpClient() override;
     HttpClient(const HttpClient&) = delete;
     HttpClient& operator=(const HttpClient&) = delete;
 
-    /// GET bytes [offset, offset + len) of `url` into `dst` (len > 0). Accepts only a 206 whose
-    /// Content-Range starts at `offset` and ends at offset + len - 1 or at the last byte of the
-    /// object; a 200 (Range ignored) and an answer with a Content-Encoding other than identity
-    /// are aborted after their first bytes, never copied (no Accept-Encoding is sent). Returns
-    /// the object's info and sets `*got` to the bytes written (== len unless the object ends
-    /// first). Retries retryable failures (5xx, cut or refused connections, time-outs) with
+    /// Client::get_range. A 200 (Range ignored) and an answer with a Content-Encoding other
+    /// than identity are aborted after their first bytes, never copied (no Accept-Encoding is
+    /// sent). Retries retryable failures (5xx, cut or refused connections, time-outs) with
     /// doubling backoff while net_timeout has not passed, waits out 429s (rate_limit_patience),
-    /// all within `deadline` (default: now + request_deadline(len) — a caller asking a second
-    /// URL for the same bytes passes the first call's), then throws HttpError (one line:
-    /// redacted URL, status, advice; "(after N attempts)" only when it was retried).
-    /// Never keeps more than `len` bytes in memory.
-    /// `*final_url` (if given) receives the URL that answered, after redirects.
-    using Clock = std::chrono::steady_clock;
+    /// all within `deadline`, then throws HttpError (one line: redacted URL, status, advice;
+    /// "(after N attempts)" only when it was retried).
     ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
-                         std::string* final_url = nullptr, Clock::time_point deadline = {});
-
-    /// HEAD `url`: size (Content-Length) and validator without a data request. Retries and
-    /// throws like get_range.
-    ObjectInfo head(const std::string& url);
-
-    /// A whole small resource (a directory index page), GET without Range, at most
-    /// kMaxPageBytes. Returns the body; `*content_type` gets the Content-Type and `*final_url`
-    /// the URL after redirects, `*link` (if given) the Link header (pagination). Retries and
-    /// throws like get_range (also for a larger body, or a status other than 200).
-    static constexpr size_t kMaxPageBytes = size_t{16} << 20;
+                         std::string* final_url = nullptr, Clock::time_point deadline = {}) override;
+    /// Client::head. Retries and throws like get_range.
+    ObjectInfo head(const std::string& url) override;
+    /// Client::get_page. Retries and throws like get_range (also for a larger body, or a status
+    /// other than 200).
     std::string get_page(const std::string& url, std::string* content_type, std::string* final_url,
-                         std::string* link = nullptr);
+                         std::string* link = nullptr) override;
+    /// remote::request_deadline(options(), bytes).
+    std::chrono::milliseconds request_deadline(uint64_t bytes) const noexcept override;
 
     const HttpOptions& options() const noexcept { return options_; }
 
@@ -164,8 +110,13 @@ private:
         std::string* link = nullptr;
     };
     ObjectInfo perform(const std::string& url, const Ask& ask, Clock::time_point deadline);
+    /// One attempt: the request and its redirect follow-ups.
     ObjectInfo once(void* handle, const std::string& url, const Ask& ask, Clock::time_point deadline,
                     RateLimitHint* hint, std::string* answered_by);
+    /// Sets up `handle` for one hop of `ask` to request.url (headers included). Returns the
+    /// header list to free after the transfer.
+    struct curl_slist* setup(void* handle, Attempt& a, const Request& request, const Ask& ask,
+                             Clock::time_point deadline, char* errbuf);
     /// Waits while `url`'s origin is rate limited (a 429 said until when), up to `limit`.
     void wait_for_origin(const std::string& url, Clock::time_point limit);
     /// Records that `origin` is rate limited until `until`; logs once per limited period.

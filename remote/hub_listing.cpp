@@ -40,9 +40,8 @@ HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLo
     out.source = parse_hub_source(source_arg);
     out.endpoint = hub_endpoint(env);
     if (auto token = find_hub_token(env)) {
-        http->bearer_token = token->value;
-        http->bearer_origin = out.endpoint;
-        http->bearer_supply = std::make_shared<TokenSupply>(*token, env);
+        http->signer = std::make_shared<BearerSigner>(out.endpoint, token->value,
+                                                      std::make_shared<TokenSupply>(*token, env));
         out.token_source = token->source;
     }
     return out;
@@ -90,7 +89,7 @@ void HubListing::fail(const HttpError& e, const std::string& what, const std::st
         // No folder there: a file (README.md, a single-file model)? One HEAD of its resolve URL.
         bool is_file = false;
         try {
-            context_->http().head(hub_resolve_url(endpoint_, source_, commit, source_.path));
+            context_->client().head(hub_resolve_url(endpoint_, source_, commit, source_.path));
             is_file = true;
         } catch (const HttpError&) {
             // not a file either: "not found" below
@@ -182,7 +181,7 @@ std::string HubListing::fetch_commit() {
     const std::string url = hub_revision_url(endpoint_, source_, source_.revision);
     std::string body, content_type, final_url;
     try {
-        body = context_->http().get_page(url, &content_type, &final_url);
+        body = context_->client().get_page(url, &content_type, &final_url);
     } catch (const HttpError& e) {
         fail(e, "revision", "");
     }
@@ -192,7 +191,7 @@ std::string HubListing::fetch_commit() {
 }
 
 std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
-    HttpClient& http = context_->http();
+    Client& http = context_->client();
     std::string content_type, final_url, link;
     const std::string commit = fetch_commit();
     const std::string shown = display(source_, commit);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/hub.hpp"
 #include "remote/source.hpp"
 
@@ -20,7 +20,7 @@ class HubListing final : public gguf::DirectoryListing {
 public:
     /// `endpoint` as hub_endpoint() gives it. `token_source` names where the token came from
     /// (HubToken::source, "" = no token; the token itself travels in the context's
-    /// HttpOptions::bearer_token): it only changes the wording of 401/403 errors. Nothing is
+    /// HttpOptions::signer): it only changes the wording of 401/403 errors. Nothing is
     /// fetched until pin() or list().
     HubListing(std::shared_ptr<RemoteContext> context, HubSource source, std::string endpoint,
                std::string token_source);
@@ -86,8 +86,8 @@ struct HubSetup {
 };
 
 /// Parses `source_arg` (parse_hub_source), reads HF_ENDPOINT (hub_endpoint) and the token
-/// (find_hub_token), and puts the token into `http` (bearer_token, bearer_origin = the
-/// endpoint: never sent elsewhere, and bearer_supply: a TokenSupply that follows a token file
+/// (find_hub_token), and puts the token into `http` as its signer (a BearerSigner for the
+/// endpoint's origin: never sent elsewhere, with a TokenSupply that follows a token file
 /// rewritten while running, remote/token.hpp). Throws gguf::Error as those do (one line, no
 /// token value).
 HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLookup& env = process_env);

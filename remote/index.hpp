@@ -1,6 +1,6 @@
 // Directory listings of HTTP servers: the index page a server returns for a directory URL
 // ("http://host/models/"), parsed into entry names, kinds and (where exact) sizes.
-// Formats (see /work/shared/docs/remote-facts.md, "Directory indexes"):
+// Formats (as nginx's ngx_http_autoindex_module and Apache's mod_autoindex write them):
 //   - nginx `autoindex on` HTML: <pre> lines `<a href="NAME">TEXT</a>  DD-Mon-YYYY HH:MM  SIZE`,
 //     NAME URL-encoded, TEXT HTML-escaped and cut when long, SIZE exact bytes or "-";
 //   - nginx `autoindex_format json`: [{"name", "type": "file"|"directory", "mtime", "size"}];

@@ -86,7 +86,7 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
     } else {
         std::string content_type, final_url;
         try {
-            std::string body = context_->http().get_page(dir_url + query, &content_type, &final_url);
+            std::string body = context_->client().get_page(dir_url + query, &content_type, &final_url);
             entries = parse_index(body, content_type, final_url);
         } catch (const HttpError& e) {
             throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (directory index)", e.sys_errno());

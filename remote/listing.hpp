@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/bounds.hpp"
 #include "remote/source.hpp"
 

@@ -29,17 +29,13 @@ std::string RemoteSource::sha256_error() const {
     return digest_->error;
 }
 
-void RemoteSource::drop_cached() const noexcept {
-    for (uint64_t b = 0; b < block_count(); ++b) context_->cache().remove(key_, b);
-}
-
 void RemoteSource::compare_digest() const {
     SequentialDigest& d = *digest_;
     d.finished = true;
     const std::string got = d.hash.hex();
     if (got == d.expected) return;
     d.error = name_ + ": sha256 mismatch: expected " + d.expected + " (the Hub's lfs.oid), the " +
-              std::to_string(info_.size) + " bytes received hash to " + got +
+              std::to_string(size()) + " bytes received hash to " + got +
               " (wrong bytes from the server or its CDN); its cached blocks were dropped";
     d.failed = true;
     drop_cached();
@@ -78,7 +74,7 @@ ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) con
             d.hash.update(static_cast<const char*>(data) + skip, n - static_cast<size_t>(skip));
             d.hashed = offset + n;
         }
-        if (d.hashed == info_.size) compare_digest();
+        if (d.hashed == size()) compare_digest();
         return d.failed ? -EIO : static_cast<ssize_t>(n);
     } catch (...) {
         return -ENOMEM;
@@ -91,9 +87,9 @@ std::string RemoteSource::finish_sha256() const noexcept {
     try {
         std::lock_guard<std::mutex> lock(d.mutex);
         if (!d.finished) {
-            if (!hash_gap(info_.size)) {
+            if (!hash_gap(size())) {
                 return name_ + ": could not read bytes " + std::to_string(d.hashed) + "-" +
-                       std::to_string(info_.size - 1) + " to check its sha256";
+                       std::to_string(size() - 1) + " to check its sha256";
             }
             compare_digest();
         }

@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
+
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 
@@ -65,5 +69,23 @@ bool TokenSupply::refresh() {
     std::lock_guard<std::mutex> lock(mutex_);
     return reload(true);
 }
+
+BearerSigner::BearerSigner(std::string origin_url, std::string token, std::shared_ptr<TokenSupply> supply)
+    : origin_(std::move(origin_url)), token_(std::move(token)), supply_(std::move(supply)) {}
+
+bool BearerSigner::covers(const std::string& url) const noexcept {
+    try {
+        return same_origin(url, origin_);
+    } catch (...) {
+        return false;
+    }
+}
+
+void BearerSigner::sign(Request& request) const {
+    const std::string token = supply_ ? supply_->current() : token_;
+    if (!token.empty()) request.headers.emplace_back("Authorization", "Bearer " + token);
+}
+
+bool BearerSigner::refresh() const noexcept { return supply_ && supply_->refresh(); }
 
 }  // namespace gguf_mount::remote

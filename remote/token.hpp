@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "remote/client.hpp"
 #include "remote/hub.hpp"
 
 namespace gguf_mount::remote {
@@ -45,6 +47,26 @@ private:
     ino_t ino_ = 0;
     off_t size_ = -1;
     timespec mtime_{};
+};
+
+/// The RequestSigner of a bearer token (the Hub's): adds "Authorization: Bearer TOKEN" to the
+/// requests whose URL has the origin (scheme, host, port) of `origin_url`, and to nothing else
+/// (a CDN the Hub redirects to never gets it). The token sent is supply->current() when a
+/// supply is given (a token file rewritten while running is followed), else `token`; a 401
+/// re-reads it once (refresh()). The token is never logged nor part of a message.
+class BearerSigner final : public RequestSigner {
+public:
+    BearerSigner(std::string origin_url, std::string token, std::shared_ptr<TokenSupply> supply = nullptr);
+    bool covers(const std::string& url) const noexcept override;
+    /// Adds the header when the token is not empty. Never throws but std::bad_alloc.
+    void sign(Request& request) const override;
+    /// TokenSupply::refresh (false without a supply).
+    bool refresh() const noexcept override;
+
+private:
+    std::string origin_;
+    std::string token_;
+    std::shared_ptr<TokenSupply> supply_;
 };
 
 }  // namespace gguf_mount::remote

@@ -26,15 +26,38 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all build and test dependencies are present"
-  exit 0
+  echo "install-deps: all Debian build and test dependencies are present"
+else
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The S3 test server (tests/remote/s3: s3rver behind a proxy that verifies Signature V4 with
+# AWS's own signer), pinned by its package-lock.json. The remote tests skip S3 cases without it.
+s3_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/remote/s3"
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f "$s3_tests/node_modules/.package-lock.json" ] ||
+     ! cmp -s "$s3_tests/package-lock.json" "$s3_tests/node_modules/.s3-lock-installed"; then
+    echo "install-deps: npm ci in tests/remote/s3"
+    (cd "$s3_tests" && npm ci --no-audit --no-fund --loglevel=error &&
+       cp package-lock.json node_modules/.s3-lock-installed)
+  fi
+  # The real-client tests (tests/clients): node-llama-cpp with its prebuilt linux-x64 llama.cpp
+  # and @huggingface/gguf, pinned by package-lock.json, which holds the linux-x64 build only (so
+  # `npm install`, not `npm ci`; no install script runs, nothing else is downloaded).
+  clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients"
+  if [ ! -d "$clients/node_modules/node-llama-cpp" ] || [ ! -d "$clients/node_modules/@huggingface/gguf" ] ||
+     ! cmp -s "$clients/package-lock.json" "$clients/node_modules/.clients-lock-installed"; then
+    echo "install-deps: npm install in tests/clients"
+    (cd "$clients" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --ignore-scripts \
+        --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.clients-lock-installed)
+  fi
+else
+  echo "install-deps: npm not found: the S3 and real-client tests will be skipped" >&2
+fi
 if command -v node >/dev/null 2>&1; then
   major=$(node --version | sed 's/^v\([0-9]*\).*/\1/')
   if [ "$major" -lt 20 ]; then

@@ -1,35 +1,45 @@
-# bash completion for gguf-mount
+# bash completion for gguf-mount. The options of each command are read from its own --help, so
+# the completion offers what the installed binary accepts (nothing more, nothing stale).
+_gguf_mount_options() {
+    gguf-mount "$@" --help 2>/dev/null | grep -oE '(^|[ ,])--?[a-zA-Z][a-zA-Z0-9-]*' | sed 's/^[ ,]*//' | sort -u
+}
 _gguf_mount() {
     local cur prev words cword
     _init_completion || return
-    local sub=""
+    local sub="" cmd=mount
     [ "${#words[@]}" -gt 1 ] && sub="${words[1]}"
     case "$sub" in
-        split)
-            COMPREPLY=($(compgen -W "--split-max-tensors --split-max-size --no-tensor-first-split --dry-run --quiet --help" -- "$cur"))
-            [[ "$cur" != -* ]] && _filedir
-            ;;
-        merge)
-            COMPREPLY=($(compgen -W "--delete-splits --dry-run --quiet --cache-dir --net-timeout --ca-cert --help" -- "$cur"))
-            [[ "$cur" != -* ]] && _filedir
-            ;;
-        prefetch)
-            COMPREPLY=($(compgen -W "--cache-dir --net-timeout --ca-cert --quiet --help" -- "$cur"))
-            [[ "$prev" == --cache-dir ]] && _filedir -d
-            ;;
-        check)
-            COMPREPLY=($(compgen -W "--json --show-shards --help" -- "$cur"))
-            [[ "$cur" != -* ]] && _filedir
+        split|merge|check|prefetch|mount|umount|unmount) cmd=$sub ;;
+    esac
+    # Values of options.
+    case "$prev" in
+        --log-level)
+            COMPREPLY=($(compgen -W "trace debug info warn error critical off" -- "$cur")); return ;;
+        --cache-dir)
+            _filedir -d; return ;;
+        --ca-cert|--source-file|--chat-template-file|--log-file)
+            _filedir; return ;;
+        --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--override-kv|--remove-kv)
+            return ;;
+        -o)
+            COMPREPLY=($(compgen -W "allow_other default_permissions nonempty ro" -- "$cur")); return ;;
+    esac
+    if [ "$cword" -eq 1 ]; then
+        COMPREPLY=($(compgen -W "split merge mount check prefetch umount --help --version" -- "$cur"))
+        [[ "$cur" != -* ]] && _filedir -d
+        return
+    fi
+    if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$(_gguf_mount_options "$cmd")" -- "$cur"))
+        return
+    fi
+    case "$cmd" in
+        umount|unmount)
+            # gguf-mount mounts only (mountinfo's mount point, octal escapes left as they are).
+            COMPREPLY=($(compgen -W "$(awk '{for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "fuse.gguf-mount") print $5; break }}' /proc/self/mountinfo 2>/dev/null)" -- "$cur"))
             ;;
         *)
-            if [ "$cword" -eq 1 ]; then
-                COMPREPLY=($(compgen -W "split merge mount check prefetch --help --version" -- "$cur"))
-                _filedir -d
-            elif [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "--foreground --debug --single-thread --show-shards --allow-non-empty --verbose --log-level --readahead-kb --cache-dir --cache-max-size --offline --ca-cert --net-timeout --revalidate -o --help --version" -- "$cur"))
-            else
-                _filedir
-            fi
+            _filedir
             ;;
     esac
 }

@@ -18,9 +18,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/file_io.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/sparse_model.hpp"
 #include "support/support.hpp"
@@ -248,9 +248,9 @@ TEST(LargeModel, CheckPeakMemoryDoesNotGrowWithTheNumberOfBigHeaderSets) {
 }
 
 // Issue 14.4 (offline part): a 1M-entry vocabulary makes a ~20 MB GGUF header. split, merge and
-// split --dry-run peaked at ~4.4x the header size (84 MB; 97 MB for merge --delete-splits) because
-// the reader copied every value out of its read buffer, the planner copied the rendered header,
-// and the merge verification copied it again. The bound asserted here is the README's:
+// split --dry-run used to peak at several times the header size (bench/README.md) because the
+// reader copied every value out of its read buffer, the planner copied the rendered header, and
+// the merge verification copied it again. The bound asserted here is the README's:
 // 2 x header + 24 MiB (the input header, held once, and the output header; merge drops the
 // input headers before --delete-splits re-reads the written file).
 TEST(LargeModel, PeakMemoryWithATwentyMegabyteHeader) {

@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/file_io.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
 #include "support/sparse_model.hpp"
 #include "support/support.hpp"
 

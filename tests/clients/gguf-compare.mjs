@@ -2,7 +2,7 @@
 // every metadata key/value (with its GGUF type) and every tensor info (name, dims, type, offset
 // in the data section) must be equal, except the split.* keys and the KV count, which a merge
 // adds as the reference `gguf-split --merge` does (split.no = 0, split.count = 0,
-// split.tensors.count = number of tensors; see shared/docs/gguf-facts.md).
+// split.tensors.count = number of tensors; llama.cpp tools/gguf-split/gguf-split.cpp).
 // Usage: node gguf-compare.mjs ORIGINAL.gguf MERGED.gguf
 // Prints one JSON line; exit status 0 when equal, 1 when not, 2 on usage errors.
 import { gguf } from "@huggingface/gguf";

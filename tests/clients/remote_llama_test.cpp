@@ -36,8 +36,8 @@ using remote_test::HubRepoSpec;
 using remote_test::NginxOptions;
 using remote_test::NginxServer;
 
-/// Longest one llama-tokens.mjs run may take (about 2 s on an idle 2-core machine) before
-/// the test kills that node process (by its PID) and fails.
+/// Longest one llama-tokens.mjs run may take (a run takes seconds; this leaves room for a busy
+/// machine) before the test kills that node process (by its PID) and fails.
 constexpr std::chrono::seconds kNodeLimit{180};
 
 const std::string kClientsDir = GGUF_CLIENTS_DIR;

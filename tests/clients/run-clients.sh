@@ -4,15 +4,21 @@
 # Usage: tests/clients/run-clients.sh GGUF_MOUNT MMAP_PAGES PART
 #   GGUF_MOUNT  the gguf-mount binary under test
 #   MMAP_PAGES  the helper built from tests/clients/mmap_pages.c
-#   PART        npm      install the npm packages of tests/clients (only when missing)
+#   PART        npm      check that scripts/install-deps.sh installed the npm packages of tests/clients
 #               llama    node-llama-cpp (llama.cpp) loads tiny-llama three ways: the original file,
 #                        its first shard (split with our own `gguf-mount split`), and the merged
-#                        file on the mount; greedy token ids must equal tiny-llama-expected.json's
+#                        file on the mount, then the first shard of a shard view (--split-max-tensors 7);
+#                        greedy token ids must equal tiny-llama-expected.json's
 #                        (tiny-llama/README.md; remote mounts: clients/remote_llama_test.cpp)
 #               hf-gguf  @huggingface/gguf reads the mounted merged files: every KV and tensor
 #                        info equals the original's, apart from the documented split.* keys
 #               tools    mmap(MAP_PRIVATE) of every page, cp, cat, dd with odd block sizes and
 #                        sha256sum agree with the planner's bytes (`gguf-mount merge`)
+#               overrides  KV overrides on the mount (a tiny-llama.gguf.kv sidecar with a new chat
+#                        template and name, plus --override-kv on every model): node-llama-cpp
+#                        loads the edited set with the same token ids and reads the new template
+#                        (readGgufFileInfo), @huggingface/gguf reads the new values, and the bytes
+#                        equal `gguf-mount merge` with the same edits
 #
 # Each part that mounts uses its own temporary folder and always unmounts (trap). Exit status:
 # 0 pass, 1 fail, 77 skip (node/npm missing for the node parts; FUSE unusable for the mounts).
@@ -106,11 +112,12 @@ setup_mount() {
   done
   say "gguf-mount split --split-max-tensors $split_max_tensors reproduced the 3 reference shards"
   cp "$fixtures"/kvzoo/t7/kvzoo-0000?-of-00007.gguf "$work/src/kvzoo/"
+  if [ "$(type -t prepare_source)" = function ]; then prepare_source; fi
   # The planner's bytes, written offline by the same code the mount serves from.
   "$bin" merge -q "$work/src/tiny-llama-00001-of-00003.gguf" "$work/planned-tiny-llama.gguf"
   "$bin" merge -q "$work/src/kvzoo/kvzoo-00001-of-00007.gguf" "$work/planned-kvzoo.gguf"
 
-  "$bin" "$work/src" "$work/mnt" -f >"$work/daemon.log" 2>&1 &
+  "$bin" "$work/src" "$work/mnt" -f "${mount_args[@]}" >"$work/daemon.log" 2>&1 &
   daemon=$!
   for _ in $(seq 100); do
     if grep -qs " $work/mnt " /proc/mounts && [ -e "$work/mnt/tiny-llama.gguf" ]; then
@@ -132,17 +139,19 @@ unmount() {
   say "unmounted; daemon exited 0"
 }
 
+mount_args=()  # extra options of the mount (the overrides part)
+
 # --- parts ---------------------------------------------------------------------------------------
 part_npm() {
+  # The packages are installed by scripts/install-deps.sh (npm ci from package-lock.json): the
+  # test run itself sends no request to the npm registry.
   need_node
   if [ -d "$here/node_modules/node-llama-cpp" ] && [ -d "$here/node_modules/@node-llama-cpp/linux-x64" ] &&
      [ -d "$here/node_modules/@huggingface/gguf" ]; then
-    say "npm packages already installed"
+    say "npm packages installed"
     return 0
   fi
-  say "npm install (node-llama-cpp 3.22.1 with its prebuilt linux-x64 llama.cpp, @huggingface/gguf)"
-  (cd "$here" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --omit=optional --ignore-scripts \
-      --no-audit --no-fund --loglevel=error)
+  skip "the npm packages of tests/clients are missing: run scripts/install-deps.sh (it installs them with npm ci), then rerun"
 }
 
 part_llama() {
@@ -159,6 +168,25 @@ part_llama() {
     esac
   done
   say "node-llama-cpp: original, first shard and mounted merged file give the README's token ids"
+  unmount
+  # A shard view of the original file (4 shards of at most 7 tensors, never written): llama.cpp
+  # opens the first shard and finds the siblings itself.
+  "$bin" "$tiny" "$work/mnt" -f --split-max-tensors 7 >"$work/daemon.log" 2>&1 &
+  daemon=$!
+  local first=$work/mnt/tiny-llama-00001-of-00004.gguf
+  for _ in $(seq 100); do
+    [ -e "$first" ] && break
+    kill -0 "$daemon" 2>/dev/null || die "gguf-mount --split-max-tensors 7 exited before mounting"
+    sleep 0.1
+  done
+  [ -e "$first" ] || die "shard view not mounted within 10 s"
+  out=$(cd "$here" && node llama-tokens.mjs "$first")
+  say "$out"
+  case "$out" in
+    *"$expected"*) ;;
+    *) die "$first: token ids differ from tiny-llama-expected.json (prompt $prompt_ids, generated $generated_ids)" ;;
+  esac
+  say "node-llama-cpp: the first shard of a shard view gives the README's token ids"
   unmount
 }
 
@@ -201,11 +229,55 @@ part_tools() {
   unmount
 }
 
+part_overrides() {
+  need_node
+  need_packages
+  template='{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %} fixed by a sidecar'
+  prepare_source() {
+    printf '%s' "$template" >"$work/src/fixed.jinja"
+    printf '# a sidecar of the model served as tiny-llama.gguf\ntokenizer.chat_template=str:@fixed.jinja\ngeneral.name=str:tiny-llama-fixed\n' \
+      >"$work/src/tiny-llama.gguf.kv"
+  }
+  mount_args=(--override-kv "general.url=str:https://example.org/fixed")
+  setup_mount
+  m=$work/mnt/tiny-llama.gguf
+  [ ! -e "$work/mnt/tiny-llama.gguf.kv" ] || die "the sidecar is shown in the mount"
+  "$bin" merge -q "$work/src/tiny-llama-00001-of-00003.gguf" "$work/edited.gguf" \
+    --override-kv "tokenizer.chat_template=str:@$work/src/fixed.jinja" --override-kv general.name=str:tiny-llama-fixed \
+    --override-kv "general.url=str:https://example.org/fixed"
+  [ "$(sha "$m")" = "$(sha "$work/edited.gguf")" ] || die "$m: other bytes than gguf-mount merge with the same edits"
+  [ "$(sha "$m")" != "$tiny_merged_sha" ] || die "$m: served without its edits"
+  say "$m: the bytes of gguf-mount merge with the same edits"
+
+  local expected="\"prompt\":$prompt_ids,\"generated\":$generated_ids"
+  out=$(cd "$here" && node llama-tokens.mjs "$m")
+  say "$out"
+  case "$out" in
+    *"$expected"*) ;;
+    *) die "$m: token ids differ from tiny-llama-expected.json (prompt $prompt_ids, generated $generated_ids)" ;;
+  esac
+  say "node-llama-cpp: the edited set gives the README's token ids"
+
+  out=$(cd "$here" && node gguf-kv.mjs "$m" tokenizer.chat_template general.name general.url)
+  python3 -c 'import json, sys
+got = json.loads(sys.argv[1])
+want = {"tokenizer.chat_template": sys.argv[2], "general.name": "tiny-llama-fixed", "general.url": "https://example.org/fixed"}
+for reader in ("llama", "hf"):
+    if got[reader] != want:
+        sys.exit(f"{reader}: read {got[reader]!r}, expected {want!r}")' "$out" "$template" ||
+    die "$m: a parser read other metadata: $out"
+  say "node-llama-cpp readGgufFileInfo and @huggingface/gguf read the new chat template, name and url"
+  (cd "$here" && node gguf-kv.mjs "$work/mnt/kvzoo/kvzoo.gguf" general.url | grep -q '"hf":{"general.url":"https://example.org/fixed"}') ||
+    die "kvzoo/kvzoo.gguf: --override-kv not applied to every model"
+  unmount
+}
+
 case "$part" in
   npm) part_npm ;;
   llama) part_llama ;;
   hf-gguf) part_hf_gguf ;;
   tools) part_tools ;;
-  *) echo "run-clients.sh: unknown part '$part' (npm, llama, hf-gguf, tools)" >&2; exit 2 ;;
+  overrides) part_overrides ;;
+  *) echo "run-clients.sh: unknown part '$part' (npm, llama, hf-gguf, tools, overrides)" >&2; exit 2 ;;
 esac
 say "PASS"

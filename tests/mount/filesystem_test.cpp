@@ -16,7 +16,7 @@
 #include "fs/filesystem.hpp"
 #include "fs/live.hpp"
 #include "fs/watcher.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
 #include "mount/mount_fixture.hpp"
 #include "support/support.hpp"

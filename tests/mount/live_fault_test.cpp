@@ -20,8 +20,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
@@ -61,7 +62,7 @@ protected:
 // others read through the page cache and drop it every 64 reads.
 TEST_F(LiveFault, EightThreadsOfRandomReadsForThirtySecondsAreByteExact) {
     copy_kvzoo(src_);
-    const auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(src_ + "/" + kvzoo_shard(1)));
+    const auto vf = gguf::open_merged(gguf::SplitSet::open(src_ + "/" + kvzoo_shard(1)));
     ASSERT_EQ(vf.size(), whole_.size());
     std::vector<uint64_t> boundaries;
     for (const auto& e : vf.layout().extents()) boundaries.push_back(e.start);
@@ -156,7 +157,7 @@ TEST_P(ShardFaultTest, OpenReaderGetsOldBytesOrEioAndTheOtherSetIsServedThrougho
     const std::string shard5 = src_ + "/A/" + kvzoo_shard(5);
     // Which 64 KiB chunks of the merged file touch shard 5 (source index 4).
     constexpr size_t kChunk = 65536;
-    const auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(src_ + "/A/" + kvzoo_shard(1)));
+    const auto vf = gguf::open_merged(gguf::SplitSet::open(src_ + "/A/" + kvzoo_shard(1)));
     auto touches_shard5 = [&](uint64_t off) {
         for (const auto& e : vf.layout().extents()) {
             if (e.kind == gguf::Extent::Kind::Source && e.source == 4 && e.length > 0 && e.start < off + kChunk &&

@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include "gguf/file_io.hpp"
+#include "gguf/bytes/file_io.hpp"
 #include "support/dense_model.hpp"
 
 namespace mount_test {

@@ -18,9 +18,10 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 
@@ -42,7 +43,7 @@ std::string render(const gguf::VirtualFile& vf) {
 
 /// The planner's bytes for the set whose first shard is `first_shard`.
 std::string planned_bytes(const std::string& first_shard) {
-    return render(gguf::VirtualFile::merged(gguf::SplitSet::open(first_shard)));
+    return render(gguf::open_merged(gguf::SplitSet::open(first_shard)));
 }
 
 /// "kvzoo-00001-of-00007.gguf" -> "kvzoo.gguf".
@@ -96,7 +97,7 @@ TEST_P(ManifestMount, ServesTheReferenceMergeReadOnly) {
     mount_test::copy_shards(c, src_);
     const std::string first = src_ + "/" + gguf::base_name(c.shards.front());
     const std::string name = merged_name_of(first);
-    const auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    const auto vf = gguf::open_merged(gguf::SplitSet::open(first));
     const std::string whole = render(vf);
     ASSERT_EQ(gguf_test::sha256_hex(whole), c.merged_sha256);
 
@@ -475,7 +476,7 @@ TEST_F(MountTest, DaemonizedViaMountHelperNameWithFstabOptions) {
 TEST_F(MountTest, ShardTruncatedWhileMountedGivesEioAndTheDaemonKeepsServing) {
     copy_case_shards("kvzoo/t7", src_);
     const std::string first = src_ + "/kvzoo-00001-of-00007.gguf";
-    const auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    const auto vf = gguf::open_merged(gguf::SplitSet::open(first));
     const std::string whole = render(vf);
     // The last extent served from shard 5 (source index 4).
     const gguf::Extent* victim = nullptr;

@@ -1,4 +1,4 @@
-// Page dropping (fs/ops.cpp drop_served_shard_pages): a model read once through the mount must
+// Page dropping (gguf/bytes/byte_source.cpp, LocalFileSource::drop_behind): a model read once through the mount must
 // not stay cached twice. The daemon drops the shard pages it served in whole 2 MiB blocks,
 // 16 MiB behind the bytes served, so after one sequential read of the merged file at most the
 // last 16 MiB + 2 MiB (+ one 1 MiB request) of each shard may remain in the page cache.

@@ -33,7 +33,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/file_io.hpp"
+#include "gguf/bytes/file_io.hpp"
 #include "mount/mount_fixture.hpp"
 #include "support/support.hpp"
 

@@ -37,6 +37,7 @@ dpkg-deb -f "$deb" Depends | tee "$work/depends"
 grep -q fuse3 "$work/depends" || fail "Depends lacks fuse3"
 grep -q libfuse3-3 "$work/depends" || fail "Depends lacks libfuse3-3"
 grep -Eq 'libspdlog|libfmt' "$work/depends" || fail "Depends lacks the spdlog/fmt runtime"
+dpkg-deb -f "$deb" Recommends | grep -q bash-completion || fail "Recommends lacks bash-completion"
 
 echo "== dpkg -i"
 dpkg -i "$deb" >/dev/null
@@ -48,6 +49,9 @@ for f in /usr/bin/gguf-mount /usr/sbin/mount.fuse.gguf-mount /lib/systemd/system
   [ -e "$f" ] || fail "$f not installed"
 done
 gguf-mount --version
+[ -e /usr/share/doc/gguf-mount/changelog.Debian.gz ] || fail "no changelog.Debian.gz"
+# Stripped: no .debug_info section in the installed binary (the build tree keeps it).
+if readelf -S /usr/bin/gguf-mount | grep -q '\.debug_info'; then fail "/usr/bin/gguf-mount is not stripped"; fi
 man -w gguf-mount >/dev/null || fail "man gguf-mount not found"
 
 echo "== systemd-analyze verify"

@@ -16,10 +16,11 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/cache.hpp"
+#include "remote/store/cache.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
 
@@ -197,7 +198,7 @@ TEST_F(CacheTrust, ABlockChangedOnDiskIsDroppedWithOneLineNamingItsFile) {
 
 /// The merged bytes of the local set whose first shard is `first`.
 std::string local_merge(const std::string& first) {
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first));
     std::string out(vf.size(), '\0');
     EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     return out;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "gguf/split_set.hpp"
+#include "gguf/model/split_set.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/hub_emulation.hpp"
 #include "remote/servers.hpp"
@@ -109,6 +110,21 @@ TEST_F(UrlSecrets, AreNotInTheDaemonsCommandLineLogOrCache) {
     for (const auto& e : nginx_->access_log()) basic |= e.authorization.rfind("Basic ", 0) == 0;
     EXPECT_TRUE(basic);
     ASSERT_EQ(unmount_and_wait(), 0) << log();
+}
+
+// `check --json URL` prints one document also when the cache cannot be opened; its "source"
+// is the URL without userinfo and query, as in every other message (it held the raw argument
+// when the cache failed before the name was cut).
+TEST_F(UrlSecrets, CheckJsonOfAFailedSourceNamesTheUrlWithoutSecrets) {
+    const std::string blocker = root_ + "/not-a-directory";
+    gguf_test::write_file(blocker, "x");
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", "--json", "--cache-dir", blocker + "/cache", url_});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["source"], "http://" + nginx_->base_url().substr(std::string("http://").size()) + "/" +
+                               mount_test::kvzoo_shard(1)) << r.out;
+    EXPECT_EQ(j["ok"], false);
+    for (const char* s : kSecrets) EXPECT_EQ(r.out.find(s), std::string::npos) << s << " in " << r.out;
 }
 
 // --source-file FILE: SOURCE from a file (a systemd credential in the unit); MOUNTPOINT is the

@@ -13,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gguf/catalog.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/catalog.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/hub_emulation.hpp"
 #include "support/support.hpp"
@@ -88,7 +89,7 @@ protected:
         auto dense = mount_test::split_dense_model(
             12, [](int) { return int64_t{393216}; }, 4, 11, root_ + "/dense-src/dense");
         ASSERT_EQ(dense.size(), 3u);
-        gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(dense.front()));
+        gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(dense.front()));
         std::string merged(vf.size(), '\0');
         ASSERT_EQ(vf.read(0, merged.size(), merged.data()), static_cast<ssize_t>(merged.size()));
         dense_sha256_ = gguf_test::sha256_hex(merged);

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "remote/listing.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"

@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -77,7 +78,7 @@ protected:
         first_ = shards.front();
         shard_bytes_ = 0;
         for (const auto& s : shards) shard_bytes_ += std::filesystem::file_size(s);
-        gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first_));
+        gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first_));
         std::string merged(vf.size(), '\0');
         ASSERT_EQ(vf.read(0, merged.size(), merged.data()), static_cast<ssize_t>(merged.size()));
         want_sha_ = gguf_test::sha256_hex(merged);
@@ -90,7 +91,8 @@ protected:
     }
     /// Starts `merge URL OUT` stopped at its "mid-copy" checkpoint (SIGSTOP), then sends `sig`
     /// (SIGKILL, or SIGINT followed by SIGCONT) and returns its exit status (128 + signal).
-    int merge_interrupted(const std::string& url, const std::string& out, int sig) {
+    int merge_interrupted(const std::string& url, const std::string& out, int sig,
+                          const std::vector<std::string>& more = {}) {
         const std::string err = tmp_ / "interrupted.err";
         pid_t pid = ::fork();
         if (pid == 0) {
@@ -98,7 +100,12 @@ protected:
             if (fd >= 0) ::dup2(fd, 2);
             ::setenv("GGUF_MOUNT_TEST_STOP_AT", "mid-copy", 1);
             const std::string bin = gguf_test::gguf_mount_binary();
-            ::execl(bin.c_str(), bin.c_str(), "merge", "-q", url.c_str(), out.c_str(), static_cast<char*>(nullptr));
+            std::vector<std::string> args = {bin, "merge", "-q", url, out};
+            args.insert(args.end(), more.begin(), more.end());
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(bin.c_str(), argv.data());
             ::_exit(127);
         }
         int status = 0;
@@ -200,6 +207,26 @@ TEST_F(MergeUrl, AShardChangedBetweenRunsRestartsFromZero) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("starting from zero"), std::string::npos) << r.err;
     EXPECT_EQ(gguf_test::sha256_file(out), want_sha_);
+    EXPECT_EQ(names_in(out_dir_), std::set<std::string>{"m.gguf"});
+}
+
+TEST_F(MergeUrl, OtherOverridesOfTheSameLengthRestartFromZero) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string out = out_dir_ + "/m.gguf";
+    EXPECT_EQ(merge_interrupted(url_of(first_), out, SIGKILL, {"--override-kv", "general.url=str:AAAA"}), 128 + SIGKILL)
+        << last_err_;
+    // Same shards, same merged size, another header: continuing would keep the old header.
+    gguf::KvOverrides o;
+    o.edits.push_back(gguf::parse_kv_override("general.url=str:BBBB", "test"));
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first_), o);
+    std::string merged(vf.size(), '\0');
+    ASSERT_EQ(vf.read(0, merged.size(), merged.data()), static_cast<ssize_t>(merged.size()));
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", url_of(first_), out, "--override-kv",
+                             "general.url=str:BBBB"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("starting from zero"), std::string::npos) << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out), gguf_test::sha256_hex(merged));
     EXPECT_EQ(names_in(out_dir_), std::set<std::string>{"m.gguf"});
 }
 

@@ -12,8 +12,9 @@
 #include <fstream>
 #include <thread>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/hub_emulation.hpp"
 #include "remote/servers.hpp"
@@ -292,7 +293,7 @@ TEST_F(DnsFailure, ADirectoryUrlWhoseHostDoesNotResolveMountsEmptyAndShowsItsSet
     }
     EXPECT_TRUE(mount_test::time_until([&] { return listed().out == "dense.gguf\n"; }, std::chrono::seconds(10)))
         << log();
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(shards.front()));
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(shards.front()));
     std::string want(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, want.size(), want.data()), static_cast<ssize_t>(want.size()));
     auto sum = in_daemon_namespace({remote_test::find_program("sha256sum"), mnt_ + "/dense.gguf"});

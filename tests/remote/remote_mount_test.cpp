@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "support/scan_directory.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -38,7 +41,7 @@ size_t data_requests(const std::vector<AccessEntry>& log) {
 
 /// The merged bytes of the local set whose first shard is `first` (the reference).
 std::string local_merge(const std::string& first) {
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(first));
     std::string out(vf.size(), '\0');
     EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     return out;
@@ -721,6 +724,34 @@ TEST_F(RemoteMount, PrefetchOfAMissingFirstShardFailsWithOneLine) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("nothere-00001-of-00002.gguf"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Shard views of remote sources go through the same catalog: a directory URL (the listing) and
+// a first-shard URL, each re-cut into the reference shards of another MANIFEST case.
+TEST_F(RemoteMount, ShardViewsOfADirectoryUrlAndAFirstShardUrlGiveTheReferenceShards) {
+    mount_test::copy_kvzoo(src_);
+    gguf_test::write_file(src_ + "/README.md", "remote readme\n");
+    serve();
+    for (const std::string& id : {std::string("kvzoo/t7"), std::string("kvzoo/t7-ntfs")}) {
+        auto c = mount_test::manifest_case(id);
+        ASSERT_TRUE(c);
+        const auto n = static_cast<uint32_t>(c->shards.size());
+        for (const std::string& url : {nginx_->base_url() + "/html/", nginx_->base_url() + "/" + mount_test::kvzoo_shard(1)}) {
+            SCOPED_TRACE(id + " " + url);
+            std::vector<std::string> more;
+            for (std::istringstream in(c->split_options); in.good();) {
+                std::string w;
+                if (in >> w) more.push_back(w);
+            }
+            ASSERT_TRUE(mount(remote_args(more), url));
+            for (uint32_t i = 0; i < n; ++i) {
+                const std::string name = gguf::shard_path("kvzoo", i + 1, n);
+                EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + name), c->shard_sha256[i]) << name << "\n" << log();
+            }
+            EXPECT_EQ(mount_test::exists(mnt_ + "/README.md"), url.back() == '/');
+            EXPECT_EQ(unmount_and_wait(), 0) << log();
+        }
+    }
 }
 
 }  // namespace

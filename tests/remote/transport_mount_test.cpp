@@ -13,8 +13,9 @@
 #include <future>
 #include <thread>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
 #include "remote/hub_emulation.hpp"
 #include "remote/servers.hpp"
@@ -68,7 +69,7 @@ protected:
         auto shards = mount_test::split_dense_model(
             12, [](int) { return int64_t{393216}; }, 4, 11, dir + "/dense");
         EXPECT_EQ(shards.size(), 3u);
-        gguf::VirtualFile vf = gguf::VirtualFile::merged(gguf::SplitSet::open(shards.front()));
+        gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(shards.front()));
         want_.assign(vf.size(), '\0');
         EXPECT_EQ(vf.read(0, want_.size(), want_.data()), static_cast<ssize_t>(want_.size()));
         return shards;

@@ -18,10 +18,10 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/cache.hpp"
+#include "remote/store/cache.hpp"
 #include "remote/hub_emulation.hpp"
 #include "remote/http.hpp"
 #include "remote/servers.hpp"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 
 namespace gguf_test {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 
 namespace gguf_test {
 

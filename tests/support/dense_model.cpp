@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/file_io.hpp"
-#include "gguf/format.hpp"
-#include "gguf/header.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/bytes/file_io.hpp"
+#include "gguf/format/format.hpp"
+#include "gguf/format/header.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace gguf_test {
 

@@ -2,8 +2,8 @@
 
 #include <random>
 
-#include "gguf/format.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/format.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace gguf_test {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/header.hpp"
+#include "gguf/format/header.hpp"
 
 namespace gguf_test {
 

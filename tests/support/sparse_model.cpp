@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/format.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/format.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/format/writer.hpp"
 
 namespace gguf_test {
 

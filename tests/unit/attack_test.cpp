@@ -25,13 +25,16 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/model/merge_plan.hpp"
+#include "support/scan_directory.hpp"
+#include "gguf/format/file_plan.hpp"
 #include "gguf/error.hpp"
-#include "gguf/layout.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/text.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/layout.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+#include "common/text.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/support.hpp"
 
@@ -301,7 +304,7 @@ TEST(Attack, MixedVersionsV2AndV3AreAccepted) {
     auto set = gguf::SplitSet::open(first);
     EXPECT_EQ(set.shards()[0].header.version, 3u);
     EXPECT_EQ(set.shards()[1].header.version, 2u);
-    auto vf = gguf::VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     std::string merged(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, merged.size(), merged.data()), static_cast<ssize_t>(merged.size()));
     auto h = gguf::parse_header(merged, merged.size(), "merged.gguf");
@@ -471,7 +474,7 @@ TEST(Attack, HugeAlignmentOfShard1DoesNotAllocateThePadding) {
                                         shard(1, 2, 1, {{"b", {16}, 0}})});
     std::string b_bytes = gguf_test::read_file(dir / "m-00002-of-00002.gguf");
     Outcome o = run_bounded([&] {
-        auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+        auto vf = gguf::open_merged(gguf::SplitSet::open(first));
         if (vf.size() != 2 * a) throw std::runtime_error("size " + std::to_string(vf.size()));
         if (vf.layout().header().size() >= gguf::kMaxHeaderPadding) throw std::runtime_error("padding in memory");
         auto h = gguf::parse_header(vf.layout().header(), vf.size(), "merged.gguf");
@@ -537,7 +540,7 @@ TEST(Attack, SplitKeysOfOtherIntegerTypesAreAcceptedAndCopied) {
                                         other_tool(1, {{"b", {16}, 0}}, {})});
     auto set = gguf::SplitSet::open(first);
     EXPECT_EQ(set.tensor_count(), 2u);
-    auto vf = gguf::VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     auto h = gguf::parse_header(vf.layout().header(), vf.size(), "merged.gguf");
     ASSERT_NE(h.find("split.no"), nullptr);
     EXPECT_EQ(h.find("split.no")->value.type, gguf::ValueType::I32);
@@ -562,7 +565,7 @@ TEST(Attack, HugeAlignmentWithoutTensorsWritesNoDataSection) {
     TempDir dir;
     const auto a = static_cast<uint32_t>(uint64_t{1} << 28);
     std::string first = write_set(dir, {shard(0, 1, 0, {}, {u32_kv("general.alignment", a)})});
-    auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(first));
+    auto vf = gguf::open_merged(gguf::SplitSet::open(first));
     auto h = gguf::parse_header(vf.layout().header(), vf.size(), "merged.gguf");
     EXPECT_EQ(vf.size(), gguf::align_up(h.header_size, 32));
     EXPECT_LT(vf.size(), 4096u);

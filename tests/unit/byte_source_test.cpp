@@ -1,4 +1,4 @@
-// The byte-source seam (gguf/byte_source.hpp): split sets and virtual files read parts that are
+// The byte-source seam (gguf/bytes/byte_source.hpp): split sets and virtual files read parts that are
 // not local files through a ByteSource, with the same bytes and change checks as local files.
 #include <sys/stat.h>
 #include <utime.h>
@@ -11,11 +11,13 @@
 #include <map>
 #include <memory>
 
-#include "gguf/byte_source.hpp"
-#include "gguf/catalog.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/bytes/byte_source.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
+#include "support/gguf_rewrite.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -88,14 +90,14 @@ TEST(ByteSourceSeam, SplitSetAndVirtualFileReadThroughTheSourceByteExact) {
     MemorySet m = kvzoo_in_memory(c);
     gguf::SplitSet set = gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver());
     EXPECT_EQ(set.merged_name(), "kvzoo.gguf");
-    gguf::VirtualFile vf = gguf::VirtualFile::merged(set);
+    gguf::VirtualFile vf = gguf::open_merged(set);
     ASSERT_EQ(vf.size(), c.merged_size);
     std::string out(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     EXPECT_EQ(gguf_test::sha256_hex(out), c.merged_sha256);
     for (const auto& s : vf.sources()) {
-        EXPECT_TRUE(s.remote);
-        EXPECT_FALSE(s.fd);  // no descriptor was opened for a ByteSource part
+        // The part's own source: no local file was opened for it.
+        EXPECT_NE(std::dynamic_pointer_cast<const MemorySource>(s), nullptr);
     }
 
     // serve() gives the same bytes, never through O_DIRECT.
@@ -111,14 +113,14 @@ TEST(ByteSourceSeam, ChangedSourceFailsReadsWithEioAndNamesIt) {
     const auto c = kvzoo_case();
     MemorySet m = kvzoo_in_memory(c);
     gguf::VirtualFile vf =
-        gguf::VirtualFile::merged(gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver()));
+        gguf::open_merged(gguf::SplitSet::open("mem://" + gguf::base_name(c.shards.front()), m.resolver()));
     // The last source extent's shard "changes on the server".
     const gguf::Extent* last = nullptr;
     for (const auto& e : vf.layout().extents()) {
         if (e.kind == gguf::Extent::Kind::Source) last = &e;
     }
     ASSERT_TRUE(last);
-    auto& src = m.sources[vf.sources()[last->source].path];
+    auto& src = m.sources[vf.sources()[last->source]->display_name()];
     src->gone = true;
     EXPECT_TRUE(vf.source_changed(last->source));
     std::string out(last->length, '\0');
@@ -211,6 +213,37 @@ TEST(ByteSourceSeam, CatalogOfADirectoryListingFollowsTheLocalRules) {
     std::string out(vf.size(), '\0');
     ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     EXPECT_TRUE(out == tiny);
+}
+
+// Issue 22: a sidecar in a remote listing is read through its ByteSource and applies to its
+// model (bytes against the independent writer); it is not served; str:@FILE in it is refused
+// (it would publish a file of this machine) and hides its model, naming the sidecar and line.
+TEST(ByteSourceSeam, SidecarOfAListedDirectoryAppliesAndRefusesLocalFiles) {
+    const auto c = kvzoo_case();
+    MemoryListing listing;
+    const std::string tiny = gguf_test::read_file(gguf_test::fixture("tiny-llama/tiny-llama.gguf"));
+    listing.add_file("", "m.gguf", tiny);
+    listing.add_file("", "m.gguf.kv", "general.name=str:ok\ntokenizer.chat_template=str:@/etc/hostname\n");
+    listing.add_dir("", "sub");
+    for (const auto& shard : c.shards) {
+        listing.add_file("sub", gguf::base_name(shard), gguf_test::read_file(gguf_test::fixture(shard)));
+    }
+    listing.add_file("sub", "kvzoo.gguf.kv", "general.name=str:from a listing\n");
+    gguf::Catalog cat = gguf::build_catalog(listing);
+    ASSERT_EQ(cat.entries.size(), 1u);
+    EXPECT_EQ(cat.entries[0].path, "sub/kvzoo.gguf");
+    EXPECT_EQ(cat.entries[0].kv_edits, std::vector<std::string>{"general.name=str:from a listing"});
+    ASSERT_EQ(cat.problems.size(), 1u);
+    EXPECT_EQ(cat.problems[0].path, "m.gguf");
+    EXPECT_EQ(cat.problems[0].reason, "mem://root/m.gguf.kv:2: tokenizer.chat_template: str:@FILE is not allowed in a "
+                                      "remote sidecar (write the value itself); not shown");
+
+    gguf_test::RawGguf want = gguf_test::cut_gguf(gguf_test::read_file(gguf_test::fixture("kvzoo/merged-reference.gguf")));
+    want.kvs[gguf_test::kv_index(want, "general.name")] = gguf_test::raw_string("general.name", "from a listing");
+    gguf::VirtualFile vf = gguf::VirtualFile::open(cat.entries[0].layout, cat.entries[0].parts());
+    std::string out(vf.size(), '\0');
+    ASSERT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+    EXPECT_EQ(gguf_test::sha256_hex(out), gguf_test::sha256_hex(gguf_test::join_gguf(want)));
 }
 
 }  // namespace

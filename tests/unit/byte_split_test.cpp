@@ -1,7 +1,7 @@
-// Raw byte-split piece names (gguf/byte_split.hpp): parsing and grouping, no I/O.
+// Raw byte-split piece names (gguf/model/byte_split.hpp): parsing and grouping, no I/O.
 #include <gtest/gtest.h>
 
-#include "gguf/byte_split.hpp"
+#include "gguf/model/byte_split.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // A gguf-split set joined with cat (`cat x-0000{1,2,3}-of-00003.gguf > x.gguf`): the catalog
-// serves the merged model under the file's name (gguf/catalog.hpp rule 9), byte-identical to
+// serves the merged model under the file's name (gguf/model/catalog.hpp rule 9), byte-identical to
 // `gguf-split --merge`, and never passes a file whose header says split.count > 1 through.
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "support/catalog_support.hpp"
 #include "support/support.hpp"
 

@@ -1,4 +1,4 @@
-// The model-directory catalog (gguf/catalog.hpp) on real temporary directories: classification,
+// The model-directory catalog (gguf/model/catalog.hpp) on real temporary directories: classification,
 // hidden shards, byte-split files, symlinks (Hugging Face cache layout), loops, clashes,
 // attributes and problems. No mount.
 #include <fcntl.h>
@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/catalog.hpp"
+#include "gguf/model/catalog.hpp"
 #include "gguf/error.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/catalog_support.hpp"
 #include "support/support.hpp"
 

@@ -1,4 +1,4 @@
-// Logical files (gguf/logical_file.hpp): part ranges, pread over a concatenation, the strict
+// Logical files (gguf/bytes/logical_file.hpp): part ranges, pread over a concatenation, the strict
 // header reader over byte-split pieces, extent flattening, and split sets whose shards are
 // themselves byte-split.
 #include <fcntl.h>
@@ -10,11 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/model/merge_plan.hpp"
 #include "gguf/error.hpp"
-#include "gguf/logical_file.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/logical_file.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -189,7 +190,7 @@ TEST(LogicalFile, SplitSetOfByteSplitShardsMergesToTheReference) {
     auto set = gguf::SplitSet::open(dir / shard(1), resolve);
     ASSERT_EQ(set.shards().size(), 7u);
     EXPECT_EQ(gguf::set_parts(set).size(), 10u);
-    auto vf = gguf::VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     EXPECT_EQ(vf.sources().size(), 10u);
     EXPECT_EQ(gguf_test::sha256_hex(render(vf)), "188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f");
 

@@ -3,8 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -25,14 +26,14 @@ TEST_P(MergeCase, PlannedBytesMatchReferenceMerge) {
     const auto& c = GetParam();
     auto set = gguf::SplitSet::open(fixture(c.shards.front()));
     ASSERT_EQ(set.shards().size(), c.shards.size());
-    auto vf = gguf::VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     EXPECT_EQ(vf.size(), c.merged_size);
     EXPECT_EQ(gguf_test::sha256_hex(render(vf)), c.merged_sha256);
 }
 
 TEST_P(MergeCase, RandomReadsEqualSlicesOfTheWholeFile) {
     const auto& c = GetParam();
-    auto vf = gguf::VirtualFile::merged(gguf::SplitSet::open(fixture(c.shards.front())));
+    auto vf = gguf::open_merged(gguf::SplitSet::open(fixture(c.shards.front())));
     const std::string whole = render(vf);
     std::mt19937_64 rng(1234);
     std::string buf;

@@ -12,12 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/model/merge_plan.hpp"
 #include "gguf/error.hpp"
-#include "gguf/output.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/bytes/output.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/sparse_model.hpp"
 #include "support/support.hpp"
 
@@ -33,16 +34,13 @@ std::vector<std::string> list_dir(const std::string& dir) {
 }
 
 gguf::VirtualFile kvzoo_merged() {
-    return gguf::VirtualFile::merged(gguf::SplitSet::open(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf")));
+    return gguf::open_merged(gguf::SplitSet::open(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf")));
 }
 
 /// A VirtualFile for shard `index` of splitting `input` with `options`.
 gguf::VirtualFile shard_of(const std::string& input, const gguf::SplitOptions& options, size_t index) {
     auto plans = gguf::plan_split(gguf::read_header(input), options);
-    std::vector<gguf::SourceFile> src(1);
-    src[0].path = input;
-    src[0].fd = gguf::open_read_only(input);
-    return gguf::VirtualFile(std::move(plans.at(index).layout), std::move(src));
+    return gguf::VirtualFile(std::move(plans.at(index).layout), {std::make_shared<gguf::LocalFileSource>(input)});
 }
 
 TEST(Output, EveryCopyMethodWritesTheReferenceMerge) {

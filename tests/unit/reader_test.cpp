@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "gguf/error.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/text.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/reader.hpp"
+#include "common/text.hpp"
+#include "gguf/format/writer.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/support.hpp"
 

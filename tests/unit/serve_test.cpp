@@ -19,10 +19,12 @@
 
 #include <gtest/gtest.h>
 
-#include "gguf/logical_file.hpp"
-#include "gguf/page_cache.hpp"
-#include "gguf/split_set.hpp"
-#include "gguf/virtual_file.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/bytes/byte_source.hpp"
+#include "gguf/bytes/logical_file.hpp"
+#include "gguf/bytes/page_cache.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -38,6 +40,11 @@ void evict(const std::string& path) {
     ::fdatasync(fd);
     ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << path;
     ::close(fd);
+}
+
+/// Source `index` of `vf`, a local file (every source of these tests is one).
+const gguf::LocalFileSource& local(const VirtualFile& vf, size_t index) {
+    return dynamic_cast<const gguf::LocalFileSource&>(*vf.sources().at(index));
 }
 
 /// A serve() buffer: kServeAlign-aligned, `len` + kServeSlack bytes.
@@ -85,10 +92,9 @@ protected:
 
     /// True when this kernel and file system let serve() take its O_DIRECT path.
     bool direct_path_available(const VirtualFile& vf) {
-        const auto& src = vf.sources().front();
-        evict(src.path);
-        return gguf::page_cache_residency(src.fd.get(), 0, 4096) == Residency::None &&
-               src.direct.get(src.fd.get()) >= 0;
+        const auto& src = local(vf, 0);
+        evict(src.display_name());
+        return gguf::page_cache_residency(src.fd(), 0, 4096) == Residency::None && src.direct_available();
     }
 
     gguf_test::TempDir dir_;
@@ -98,7 +104,7 @@ protected:
 
 TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto vf = VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     ASSERT_EQ(vf.size(), reference_.size());
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
 
@@ -119,7 +125,7 @@ TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
         const size_t len = 1 + static_cast<size_t>(rng() % (i % 2 ? 4096 : 200000));
         // Every few requests a fresh VirtualFile (no request history): in a file this small
         // every request lies within StreamTracker::kWindow of the previous one.
-        if (i % 2 == 0) vf = VirtualFile::merged(set);
+        if (i % 2 == 0) vf = gguf::open_merged(set);
         gguf::Served s = vf.serve(off, len, buf.mem.get());
         const size_t expect = off >= reference_.size() ? 0 : std::min<size_t>(len, reference_.size() - off);
         ASSERT_EQ(s.result, static_cast<ssize_t>(expect)) << "offset " << off << " len " << len;
@@ -142,7 +148,7 @@ TEST_P(ServeTest, RandomRequestsFromColdShardsAreByteExactAndReadDirect) {
 }
 
 TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
-    auto vf = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
+    auto vf = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     // The largest Source extent, read from its start in 4 KiB steps.
     const gguf::Extent* big = nullptr;
@@ -162,11 +168,11 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
     EXPECT_EQ(std::string(second.data, 4096), reference_.substr(big->start + 4096, 4096));
 
     // Fully cached bytes are copied from the page cache, even for a fresh (random) reader.
-    auto fresh = VirtualFile::merged(gguf::SplitSet::open(shards_.front()));
-    const auto& src = fresh.sources()[big->source];
+    auto fresh = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
+    const auto& src = local(fresh, big->source);
     std::string warm(4096, '\0');
-    ASSERT_EQ(::pread(src.fd.get(), warm.data(), warm.size(), static_cast<off_t>(big->source_offset)), 4096);
-    ASSERT_EQ(gguf::page_cache_residency(src.fd.get(), big->source_offset, 4096), Residency::All);
+    ASSERT_EQ(::pread(src.fd(), warm.data(), warm.size(), static_cast<off_t>(big->source_offset)), 4096);
+    ASSERT_EQ(gguf::page_cache_residency(src.fd(), big->source_offset, 4096), Residency::All);
     gguf::Served cached = fresh.serve(big->start, 4096, buf.mem.get());
     ASSERT_EQ(cached.result, 4096);
     EXPECT_FALSE(cached.direct);
@@ -178,33 +184,33 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
 // off for that shard.
 TEST_P(ServeTest, ShardTailIsServedDirectAndKeepsDirectOn) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto vf = VirtualFile::merged(set);
+    auto vf = gguf::open_merged(set);
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     int tails = 0;
     for (const auto& e : vf.layout().extents()) {
         if (e.kind != gguf::Extent::Kind::Source || e.length < 100) continue;
-        const auto& src = vf.sources()[e.source];
+        const auto& src = local(vf, e.source);
+        const std::string path = src.display_name();
         // The read widened to 4 KiB boundaries must run past the end of the file.
         const uint64_t widened_end = (e.source_offset + e.length + 4095) / 4096 * 4096;
-        if (widened_end <= static_cast<uint64_t>(src.st.st_size)) continue;
+        if (widened_end <= static_cast<uint64_t>(src.opened_stat().st_size)) continue;
         ++tails;
         evict_all();
-        auto fresh = VirtualFile::merged(set);
+        auto fresh = gguf::open_merged(set);
         ServeBuffer buf(100);
         gguf::Served s = fresh.serve(e.start + e.length - 100, 100, buf.mem.get());
-        ASSERT_EQ(s.result, 100) << src.path;
-        EXPECT_TRUE(s.direct) << src.path;
-        EXPECT_EQ(std::string(s.data, 100), reference_.substr(e.start + e.length - 100, 100)) << src.path;
-        const auto& fsrc = fresh.sources()[e.source];
-        EXPECT_GE(fsrc.direct.get(fsrc.fd.get()), 0) << src.path << ": O_DIRECT was switched off";
+        ASSERT_EQ(s.result, 100) << path;
+        EXPECT_TRUE(s.direct) << path;
+        EXPECT_EQ(std::string(s.data, 100), reference_.substr(e.start + e.length - 100, 100)) << path;
+        EXPECT_TRUE(local(fresh, e.source).direct_available()) << path << ": O_DIRECT was switched off";
     }
     EXPECT_GT(tails, 0) << "no shard ends within 4 KiB of tensor data off a 4 KiB boundary in this case";
 }
 
 TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
     const auto set = gguf::SplitSet::open(shards_.front());
-    auto probe = VirtualFile::merged(set);  // shows this request takes the O_DIRECT path
-    auto vf = VirtualFile::merged(set);     // opened before the rewrite, read after it
+    auto probe = gguf::open_merged(set);  // shows this request takes the O_DIRECT path
+    auto vf = gguf::open_merged(set);     // opened before the rewrite, read after it
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     const gguf::Extent* last = nullptr;
     for (const auto& e : vf.layout().extents()) {
@@ -217,14 +223,13 @@ TEST_P(ServeTest, ShardRewrittenInPlaceGivesEioOnTheDirectPathToo) {
     ASSERT_EQ(before.result, 64);
     ASSERT_TRUE(before.direct) << "the request must go O_DIRECT for this test to mean anything";
     // Same size, new mtime: a rewrite in place.
-    const std::string& path = vf.sources()[last->source].path;
+    const std::string path = vf.sources()[last->source]->display_name();
     timeval times[2] = {{1000000000, 0}, {1000000000, 0}};
     ASSERT_EQ(::utimes(path.c_str(), times), 0);
     evict_all();
-    uint32_t failed = 12345;
-    gguf::Served s = vf.serve(last->start, 64, buf.mem.get(), &failed);
+    gguf::Served s = vf.serve(last->start, 64, buf.mem.get());
     EXPECT_EQ(s.result, -EIO);
-    EXPECT_EQ(failed, last->source);
+    EXPECT_EQ(s.failed_source, last->source);
 }
 
 /// The cases with tensor data (the notensors cases are all header: nothing to read direct).
@@ -341,6 +346,46 @@ TEST(PageCacheProbe, FullyCachedBytesAreNeverReadDirectOnOverlayfsOrTmpfs) {
             direct += s.direct;
         }
         EXPECT_EQ(direct, 0) << name << ": fully cached bytes were read with O_DIRECT";
+    }
+}
+
+/// Drop-behind is the local source's policy (it was the FUSE read handler's): bytes served to a
+/// reader that keeps its own copy (CopyKept::ByReader) leave no second copy in the file's page
+/// cache behind the stream, except its last kDropLag bytes or so; a plain read
+/// (CopyKept::None: the file's cache is the only copy) drops nothing.
+TEST(LocalFileSource, ServedStreamDropsThePagesBehindItPlainReadsKeepThem) {
+    gguf_test::TempDir dir;
+    const std::string path = dir / "big.bin";
+    constexpr size_t kSize = 40u << 20;
+    std::string bytes(kSize, '\0');
+    std::mt19937_64 rng(7);
+    for (size_t i = 0; i < kSize; i += 8) bytes[i] = static_cast<char>(rng());
+    gguf_test::write_file(path, bytes);
+    gguf::LogicalFile lf = gguf::LogicalFile::single(path);
+    for (gguf::CopyKept kept : {gguf::CopyKept::ByReader, gguf::CopyKept::None}) {
+        evict(path);
+        auto vf = VirtualFile::concatenation(lf);
+        const auto& src = local(vf, 0);
+        if (gguf::page_cache_residency(src.fd(), 0, 4096) == Residency::Unknown) {
+            GTEST_SKIP() << "no cachestat(2) on this kernel";
+        }
+        ServeBuffer buf(1 << 20);
+        for (uint64_t off = 0; off < kSize; off += 1 << 20) {
+            gguf::Served s = vf.serve(off, 1 << 20, buf.mem.get(), kept);
+            ASSERT_EQ(s.result, 1 << 20);
+            ASSERT_EQ(std::memcmp(s.data, bytes.data() + off, 1 << 20), 0) << "offset " << off;
+        }
+        // The last request dropped up to its end rounded down to kDropBlock, minus kDropLag.
+        const uint64_t dropped_to = kSize / gguf::LocalFileSource::kDropBlock * gguf::LocalFileSource::kDropBlock -
+                                    gguf::LocalFileSource::kDropLag;
+        const Residency head = gguf::page_cache_residency(src.fd(), 0, dropped_to);
+        const Residency tail = gguf::page_cache_residency(src.fd(), dropped_to, kSize - dropped_to);
+        if (kept == gguf::CopyKept::ByReader) {
+            EXPECT_EQ(head, Residency::None) << "pages behind the served stream stayed cached";
+            EXPECT_EQ(tail, Residency::All) << "the last bytes of the stream were dropped too early";
+        } else {
+            EXPECT_EQ(head, Residency::All) << "a plain read dropped pages";
+        }
     }
 }
 

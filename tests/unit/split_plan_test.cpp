@@ -5,10 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "gguf/error.hpp"
-#include "gguf/reader.hpp"
-#include "gguf/split_plan.hpp"
-#include "gguf/virtual_file.hpp"
-#include "gguf/writer.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/split_plan.hpp"
+#include "gguf/bytes/virtual_file.hpp"
+#include "gguf/format/writer.hpp"
+#include "support/manifest_options.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -17,37 +18,11 @@ using gguf::Code;
 using gguf::SplitOptions;
 using gguf_test::fixture;
 
-/// Options from a MANIFEST split_options string such as "--split-max-tensors 7 --no-tensor-first-split".
-SplitOptions parse_manifest_options(const std::string& text) {
-    SplitOptions o;
-    std::istringstream in(text);
-    std::string word;
-    while (in >> word) {
-        if (word == "--split-max-tensors") {
-            std::string v;
-            in >> v;
-            o.mode = SplitOptions::Mode::Tensors;
-            o.max_tensors = gguf::parse_split_max_tensors(v);
-        } else if (word == "--split-max-size") {
-            std::string v;
-            in >> v;
-            o.mode = SplitOptions::Mode::Size;
-            o.max_bytes = gguf::parse_split_max_size(v);
-        } else if (word == "--no-tensor-first-split") {
-            o.no_tensor_first_split = true;
-        } else {
-            ADD_FAILURE() << "unknown option in MANIFEST: " << word;
-        }
-    }
-    return o;
-}
+using gguf_test::parse_manifest_options;
 
 /// Renders a planned shard over `input_path` through VirtualFile::read.
 std::string render_shard(const gguf::ShardPlan& plan, const std::string& input_path) {
-    std::vector<gguf::SourceFile> src(1);
-    src[0].path = input_path;
-    src[0].fd = gguf::open_read_only(input_path);
-    gguf::VirtualFile vf(plan.layout, std::move(src));
+    gguf::VirtualFile vf(plan.layout, {std::make_shared<gguf::LocalFileSource>(input_path)});
     std::string out(vf.size(), '\0');
     EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
     return out;

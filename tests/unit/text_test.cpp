@@ -1,10 +1,10 @@
-// gguf::escape (gguf/text.hpp): the one escaping rule for names in output.
+// gguf::escape (common/text.hpp): the one escaping rule for names in output.
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "gguf/text.hpp"
+#include "common/text.hpp"
 
 namespace {
 

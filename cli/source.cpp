@@ -1,0 +1,160 @@
+#include "cli/source.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "gguf/bytes/file_io.hpp"
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/catalog.hpp"
+#include "remote/http.hpp"
+#include "remote/hub.hpp"
+#include "remote/listing.hpp"
+#include "remote/url_parts.hpp"
+#endif
+
+namespace gguf_mount::cli {
+
+namespace {
+
+/// realpath(3) of `p`, or `p` itself when it cannot be resolved.
+std::string real_path(const std::string& p) {
+    std::unique_ptr<char, decltype(&std::free)> r(::realpath(p.c_str(), nullptr), &std::free);
+    return r ? std::string(r.get()) : p;
+}
+
+/// A local path: kind from stat(2) of the argument as given ("x.gguf/" is not a file).
+void classify_local(ResolvedSource* s) {
+    s->path = s->argument;
+    while (s->path.size() > 1 && s->path.back() == '/') s->path.pop_back();
+    s->shown = s->path;
+    struct stat st {};
+    if (::stat(s->argument.c_str(), &st) != 0) {
+        s->local_problem = std::strerror(errno);
+    } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+        s->local_problem = "not a directory or a regular file";
+    }
+    s->kind = S_ISDIR(st.st_mode) && s->local_problem.empty() ? SourceKind::LocalDirectory : SourceKind::LocalFile;
+    s->canonical = s->kind == SourceKind::LocalDirectory
+                       ? real_path(s->argument)
+                       : real_path(gguf::dir_name(s->argument)) + "/" + gguf::base_name(s->argument);
+}
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+/// True when the URL's path (before any query or fragment) ends in '/': a directory.
+bool names_directory(const std::string& url) {
+    const std::string path_part = url.substr(0, url.find_first_of("?#"));
+    return !path_part.empty() && path_part.back() == '/';
+}
+
+/// hf://: a file when its PATH ends in .gguf, else a folder; a source that does not parse is
+/// taken as a folder here and refused by pin() (hub_setup) with its reason.
+SourceKind hub_kind(const std::string& source) {
+    try {
+        return remote::hub_names_file(remote::parse_hub_source(source)) ? SourceKind::HubFile : SourceKind::HubRepo;
+    } catch (const std::exception&) {
+        return SourceKind::HubRepo;
+    }
+}
+
+/// The scheme branches of connect(): each opens the listing of its folder kind.
+void connect_http(ResolvedSource* s) {
+    if (s->kind == SourceKind::HttpDirectory) {
+        s->listing = std::make_shared<remote::HttpDirectoryListing>(s->context, s->argument);
+    }
+}
+
+void connect_hub(ResolvedSource* s) {
+    if (s->kind != SourceKind::HubRepo) return;
+    // Pinned to one commit now, walked like a directory.
+    auto listing = std::make_shared<remote::HubListing>(s->context, s->hub.source, s->hub.endpoint,
+                                                        s->hub.token_source);
+    s->commit = listing->pin();
+    s->tree_pages = listing->pages();
+    s->listing = listing;
+}
+
+// next: s3:// -- connect_s3(): an S3 listing (remote/s3/list_objects) for S3Prefix, a signed
+// RemoteSource URL for S3Object; one `case` in connect() and one line in classify().
+#endif
+
+/// The kind and names of `s->argument` (no network).
+void classify(ResolvedSource* s) {
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    const std::string& a = s->argument;
+    if (a.rfind("hf://", 0) == 0) {
+        s->kind = hub_kind(a);
+        s->shown = s->canonical = a;
+        return;
+    }
+    if (remote::is_http_url(a)) {
+        s->kind = names_directory(a) ? SourceKind::HttpDirectory : SourceKind::HttpFile;
+        s->shown = s->canonical = remote::url_for_message(a);
+        return;
+    }
+    // next: s3:// -> S3Prefix (ends in '/') or S3Object, shown without any query.
+#endif
+    classify_local(s);
+}
+
+}  // namespace
+
+ResolvedSource resolve_source(const std::string& source, const SourceOptions& options) {
+    ResolvedSource s;
+    s.argument = source;
+    s.options = options;
+    classify(&s);
+    return s;
+}
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+void ResolvedSource::pin() {
+    if (pinned_ || !remote()) return;
+    if (kind == SourceKind::HubFile || (kind == SourceKind::HubRepo && options.files_only)) {
+        // hf://ORG/REPO[@REV]/PATH/NAME-00001-of-N.gguf: the set of its resolve URL at the
+        // commit the revision names now, read like an http(s) first-shard URL (a folder is
+        // refused here for a command that reads one file; the token set up as hub_setup does).
+        url = remote::remote_source_url(argument, &options.remote, options.hub_digests ? &sha256s : nullptr);
+    } else if (kind == SourceKind::HubRepo) {
+        hub = remote::hub_setup(argument, &options.remote.http);
+    } else {
+        url = argument;  // http(s)
+    }
+    pinned_ = true;
+}
+
+void ResolvedSource::connect() {
+    if (!remote() || context) return;
+    pin();
+    context = std::make_shared<remote::RemoteContext>(options.remote);
+    switch (kind) {
+    case SourceKind::HttpFile:
+    case SourceKind::HttpDirectory: connect_http(this); break;
+    case SourceKind::HubFile:
+    case SourceKind::HubRepo: connect_hub(this); break;
+    // next: s3:// -- case SourceKind::S3Object: case SourceKind::S3Prefix: connect_s3(this); break;
+    default: break;
+    }
+}
+#endif
+
+std::function<gguf::Catalog()> ResolvedSource::catalog_builder(const gguf::CatalogOptions& copt) {
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    if (remote()) {
+        connect();
+        if (listing) {
+            return [l = listing, copt] { return gguf::build_catalog(*l, copt); };
+        }
+        return [url = url, c = context] { return remote::remote_set_catalog(url, c); };
+    }
+#endif
+    return [p = path, copt] { return gguf::build_catalog(p, copt); };
+}
+
+gguf::Catalog ResolvedSource::catalog(const gguf::CatalogOptions& copt) { return catalog_builder(copt)(); }
+
+}  // namespace gguf_mount::cli

@@ -1,0 +1,114 @@
+// The seam between the block logic and a transport: sources, listings and the block store ask a
+// Client for bytes, headers and pages; remote/http.hpp is the libcurl implementation. Every
+// request a client sends passes its RequestSigner first (a bearer token, remote/token.hpp; AWS
+// Signature V4, remote/s3/), so signing plugs in without touching the block logic.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gguf_mount::remote {
+
+/// True for "http://..." and "https://..." (case-insensitive scheme).
+bool is_http_url(const std::string& s);
+
+/// What identifies one version of a remote object, from the headers of a 206 answer (or HEAD).
+struct ObjectInfo {
+    uint64_t size = 0;       ///< total bytes (Content-Range "/TOTAL", or Content-Length of HEAD)
+    std::string validator;   ///< ETag as sent, else "lm:" + Last-Modified + ":" + size
+    time_t mtime = 0;        ///< Last-Modified as seconds since the epoch, 0 when absent
+};
+
+/// A failed request: one line naming the URL (url_for_message, remote/url_parts.hpp: no
+/// credentials, query or fragment) and what a user can do about it.
+/// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
+/// 401/403); `status` the HTTP status (0 for transport errors); `hub_code` the answer's
+/// X-Error-Code header (the Hub's error kind: "GatedRepo", "RepoNotFound", ...; "" when absent).
+class HttpError : public std::runtime_error {
+public:
+    HttpError(const std::string& message, int sys_errno, long status, bool retryable, std::string hub_code = "")
+        : std::runtime_error(message),
+          sys_errno_(sys_errno),
+          status_(status),
+          retryable_(retryable),
+          hub_code_(std::move(hub_code)) {}
+    int sys_errno() const noexcept { return sys_errno_; }
+    long status() const noexcept { return status_; }
+    bool retryable() const noexcept { return retryable_; }
+    const std::string& hub_code() const noexcept { return hub_code_; }
+
+private:
+    int sys_errno_;
+    long status_;
+    bool retryable_;
+    std::string hub_code_;
+};
+
+/// One request as it is about to be sent, for a RequestSigner to amend.
+struct Request {
+    std::string method;  ///< "GET" or "HEAD"
+    /// The absolute URL to send. A signer may replace it (AWS SigV4 sends the canonical URL it
+    /// signed); the client sends it unchanged, and resolves a redirect's Location against it.
+    std::string url;
+    /// Headers to send besides the client's own (User-Agent), name and value as sent. A ranged
+    /// GET holds {"Range", "bytes=FIRST-LAST"} before sign() is called. A name or value holding
+    /// CR, LF or NUL fails the request (HttpError naming the URL), never reaches the wire.
+    std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// The request-signing hook of a Client: called for every request the client sends (each
+/// attempt of a ranged GET, HEAD and page GET, retries included) whose URL it covers(), and for
+/// each redirect follow-up to the origin (scheme, host, port) of the URL the call was given;
+/// never for a follow-up to another origin (a CDN a resolve URL redirects to gets no
+/// credentials). Implementations are shared by the client's threads: const and thread-safe.
+class RequestSigner {
+public:
+    virtual ~RequestSigner() = default;
+    /// True when requests to `url` are to be signed (typically: it has the signer's origin).
+    /// Never throws.
+    virtual bool covers(const std::string& url) const noexcept = 0;
+    /// Adds headers to `request` and/or replaces its URL. Throws HttpError (one line, naming
+    /// the URL without query, never a secret) when it cannot sign; the call then fails with it.
+    virtual void sign(Request& request) const = 0;
+    /// Called once per call after a covered URL answered 401: re-reads the credentials; true
+    /// when they changed, and the request is sent again (not counted as an attempt). Never
+    /// throws.
+    virtual bool refresh() const noexcept { return false; }
+};
+
+/// A thread-safe transport of whole-object reads in ranges, HEADs and small pages. The block
+/// logic holds a Client& and never learns the transport. Errors are HttpError (one line).
+class Client {
+public:
+    using Clock = std::chrono::steady_clock;
+    virtual ~Client() = default;
+
+    /// GET bytes [offset, offset + len) of `url` into `dst` (len > 0): a 206 whose
+    /// Content-Range starts at `offset` and ends at offset + len - 1 or at the object's last
+    /// byte, nothing else. Returns the object's info and sets `*got` to the bytes written
+    /// (== len unless the object ends first). `*final_url` (if given) receives the URL that
+    /// answered, after redirects. Retries within `deadline` (default: now +
+    /// request_deadline(len); a caller asking a second URL for the same bytes passes the first
+    /// call's), then throws HttpError. Never keeps more than `len` bytes in memory.
+    virtual ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
+                                 std::string* final_url = nullptr, Clock::time_point deadline = {}) = 0;
+    /// HEAD `url`: size (Content-Length) and validator without a data request.
+    virtual ObjectInfo head(const std::string& url) = 0;
+    /// The most bytes get_page takes.
+    static constexpr size_t kMaxPageBytes = size_t{16} << 20;
+    /// A whole small resource (a directory index page, a listing), GET without Range, at most
+    /// kMaxPageBytes, answered 200. Returns the body; `*content_type` gets the Content-Type,
+    /// `*final_url` the URL after redirects, `*link` (if given) the Link header (pagination).
+    virtual std::string get_page(const std::string& url, std::string* content_type, std::string* final_url,
+                                 std::string* link = nullptr) = 0;
+    /// The bound of one call for a body of `bytes` bytes (rate-limit waits not included), as
+    /// get_range applies it by default. Never throws.
+    virtual std::chrono::milliseconds request_deadline(uint64_t bytes) const noexcept = 0;
+};
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,284 @@
+#include "remote/source_blocks.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "gguf/bytes/byte_source.hpp"
+
+namespace gguf_mount::remote {
+
+SourceBlocks::SourceBlocks(Client& client, BlockStore& store, Prefetcher& prefetcher, BlockReading reading,
+                           std::string url, std::string name, std::string key, ObjectInfo info, bool size_only)
+    : client_(client),
+      store_(store),
+      prefetcher_(prefetcher),
+      reading_(reading),
+      url_(std::move(url)),
+      name_(std::move(name)),
+      key_(std::move(key)),
+      info_(std::move(info)),
+      size_only_(size_only) {}
+
+uint64_t SourceBlocks::block_length(uint64_t block) const noexcept {
+    const uint64_t start = block * BlockCache::kBlockSize;
+    return start >= info_.size ? 0 : std::min(BlockCache::kBlockSize, info_.size - start);
+}
+
+bool SourceBlocks::cached(uint64_t block) const noexcept {
+    return store_.cache().has(key_, block, block_length(block));
+}
+
+void SourceBlocks::hold(uint64_t block, std::shared_ptr<const char[]> bytes) noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fresh_[block] = std::move(bytes);
+    } catch (...) {
+    }
+}
+
+void SourceBlocks::drop_cached() const noexcept {
+    prefetcher_.forget(key_);
+    for (uint64_t b = 0; b < block_count(); ++b) store_.cache().remove(key_, b);
+}
+
+ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_t* got) const {
+    std::string location;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        location = location_;
+    }
+    // One bound for both tries (Client::request_deadline).
+    const auto deadline = Client::Clock::now() + client_.request_deadline(len);
+    std::string answered;
+    if (!location.empty() && location != url_) {
+        try {
+            return client_.get_range(location, offset, len, dst, got, &answered, deadline);
+        } catch (const HttpError& e) {
+            // An expired signed URL, a CDN node gone: resolve again through the given URL.
+            spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(), name_);
+        }
+    }
+    ObjectInfo info = client_.get_range(url_, offset, len, dst, got, &answered, deadline);
+    std::lock_guard<std::mutex> lock(mutex_);
+    location_ = answered;
+    return info;
+}
+
+std::shared_ptr<const char[]> SourceBlocks::memory(uint64_t block) const noexcept {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = fresh_.find(block);
+        if (it != fresh_.end()) return it->second;
+    }
+    if (auto b = store_.pending(key_, block)) return b;
+    return prefetcher_.kept(key_, block);
+}
+
+int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept {
+    const uint64_t len = block_length(block);
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        auto in_flight = fetching_.find(block);
+        if (in_flight != fetching_.end()) {
+            // Another thread fetches it: its outcome is this read's too. Asking again at once
+            // would make N readers of a block that fails wait N times the request's bound.
+            const uint64_t waited_for = in_flight->second;
+            cv_.wait(lock, [&] { return fetching_.count(block) == 0; });
+            auto f = failed_.find(block);
+            if (f != failed_.end() && f->second.first == waited_for) return f->second.second;
+        }
+        auto it = fresh_.find(block);
+        std::shared_ptr<const char[]> b = it != fresh_.end() ? it->second : store_.pending(key_, block);
+        if (!b) b = prefetcher_.kept(key_, block);
+        if (b) {  // fetched by another thread: held here, being staged, or kept
+            if (bytes) *bytes = std::move(b);
+            return 0;
+        }
+        // The store's and the prefetcher's locks are taken under mutex_, never the other way.
+        if (store_.holds(key_, block, len)) return 0;
+        try {
+            fetching_[block] = ++fetch_serial_;
+        } catch (...) {
+            return -ENOMEM;
+        }
+    }
+    int rc = 0;
+    std::shared_ptr<char[]> buf;
+    size_t got = 0;  // == len (get_range throws on a short answer)
+    const auto t0 = std::chrono::steady_clock::now();
+    if (reading_.offline) {
+        if (!offline_logged_.exchange(true)) {
+            spdlog::warn("{}: block {} (bytes {}-{}) is not cached and --offline is set: reads of it fail with EIO",
+                         name_, block, block * BlockCache::kBlockSize, block * BlockCache::kBlockSize + len - 1);
+        }
+        rc = -EIO;
+    } else {
+        try {
+            buf = prefetcher_.buffer();
+            ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+            bytes_fetched_ += got;
+            auto other_version = [&] {
+                return (!size_only_ && info.validator != info_.validator) || info.size != info_.size;
+            };
+            if (other_version()) {
+                // One answer of another version: a real change, or one backend of several that
+                // disagree (a load balancer). Never served; asked once more, resolving anew.
+                {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    location_.clear();
+                }
+                info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+                bytes_fetched_ += got;
+            }
+            if (other_version()) {
+                if (!other_version_logged_.exchange(true)) {
+                    spdlog::warn("{}: the server answered another version (validator {} -> {}, size {} -> {}): changed "
+                                 "on the server, or its backends disagree. Reads of uncached blocks fail with EIO "
+                                 "while it does, cached blocks are still served; a changed file is served as a new "
+                                 "version after the next revalidation or a remount",
+                                 name_, info_.validator, info.validator, info_.size, info.size);
+                }
+                rc = -EIO;
+            }
+        } catch (const HttpError& e) {
+            // A reader's own fetch says it; read-ahead failing for the same cause (the server
+            // gone) would repeat it for every block of the window.
+            if (bytes) {
+                spdlog::warn("{}", e.what());
+            } else {
+                spdlog::debug("{} (read-ahead)", e.what());
+            }
+            rc = -EIO;
+        } catch (...) {
+            rc = -ENOMEM;
+        }
+    }
+    // Readers take the bytes from memory at once: fresh_ holds them until the store has them.
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto mine = fetching_.find(block);
+        try {
+            if (rc != 0) {
+                failed_[block] = {mine->second, rc};
+            } else {
+                failed_.erase(block);
+                fresh_[block] = buf;
+            }
+        } catch (...) {
+        }
+        fetching_.erase(mine);
+    }
+    cv_.notify_all();
+    if (rc != 0) return rc;
+    if (bytes) *bytes = buf;
+    spdlog::debug("{}: block {} ({} bytes) fetched in {} ms{}", name_, block, got,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
+                  bytes ? "" : " (read-ahead)");
+    if (!reading_.store_blocks) return 0;  // stays in fresh_ until read to its end
+    // The cache gets the bytes off the read path (stage and commit threads of the store), and
+    // readers behind the read-ahead find them kept in memory meanwhile.
+    prefetcher_.keep(key_, block, buf);
+    store_.put(key_, name_, block, buf, got);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = fresh_.find(block);
+    if (it != fresh_.end() && it->second == buf) fresh_.erase(it);
+    return 0;
+}
+
+void SourceBlocks::read_ahead(uint64_t block) const noexcept {
+    const unsigned ahead = reading_.readahead_blocks;
+    if (ahead == 0) return;
+    // A reader moving on by one block only needs the new end of the window (the earlier blocks
+    // were handled by the call before); after a jump, all of it.
+    const uint64_t prev = advised_.exchange(block + ahead);
+    const uint64_t from = prev > block && prev <= block + ahead ? prev + 1 : block + 1;
+    std::weak_ptr<const SourceBlocks> weak;
+    try {
+        weak = weak_from_this();
+    } catch (...) {
+        return;
+    }
+    for (uint64_t b = from; b <= block + ahead && block_length(b) > 0; ++b) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (fetching_.count(b) || fresh_.count(b)) continue;
+        }
+        if (store_.in_flight(key_, b) || prefetcher_.kept(key_, b)) continue;
+        if (cached(b)) {  // read ahead from disk, off the reader's thread
+            prefetcher_.submit([weak, b] {
+                if (auto self = weak.lock()) self->store_.cache().load(self->key_, b, self->block_length(b));
+            });
+            continue;
+        }
+        if (reading_.offline) continue;
+        prefetcher_.submit([weak, b] {
+            if (auto self = weak.lock()) self->fetch(b, nullptr);
+        });
+    }
+}
+
+void SourceBlocks::drop_behind(uint64_t block) const noexcept {
+    const unsigned lag = reading_.drop_lag_blocks;
+    if (lag == 0 || block < lag) return;
+    const uint64_t behind = block - lag;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (fresh_.count(behind)) return;  // in memory
+    }
+    if (store_.in_flight(key_, behind) || prefetcher_.kept(key_, behind)) return;  // not in its final file yet
+    store_.cache().drop_pages(key_, behind);
+}
+
+ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset) const noexcept {
+    if (offset >= info_.size) return 0;
+    len = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
+    char* out = static_cast<char*>(dst);
+    size_t done = 0;
+    while (done < len) {
+        const uint64_t at = offset + done;
+        const uint64_t block = at / BlockCache::kBlockSize;
+        const uint64_t in_block = at % BlockCache::kBlockSize;
+        const uint64_t blen = block_length(block);
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, blen - in_block));
+        // A reader that moves on from the previous block into this one is sequential (re-reads
+        // inside one block, like the header reads of planning, are not).
+        const uint64_t prev = next_block_.exchange(block + 1);
+        if (prev == block) {
+            read_ahead(block);
+            drop_behind(block);
+        }
+        ssize_t r = -ENOENT;
+        std::shared_ptr<const char[]> bytes = memory(block);
+        if (!bytes) r = store_.read(key_, block, blen, in_block, n, out + done);
+        // Absent: fetch it (or wait for the thread fetching it). The fetched bytes are used from
+        // memory (the cache may not keep them: disk full, or evicted at once under a small
+        // --cache-max-size); a block found in the store meanwhile is read from it, and fetched
+        // again if it is already gone (a cache bound below the working set may evict it again
+        // before it is read).
+        // A FUSE worker never waits for the network (gguf::NoNetworkWaitScope): it hands the
+        // read to a thread of its own.
+        if (!bytes && r == -ENOENT && gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
+        for (int attempt = 0; !bytes && r == -ENOENT && attempt < 8; ++attempt) {
+            int rc = fetch(block, &bytes);
+            if (rc != 0) return rc;
+            if (!bytes) r = store_.read(key_, block, blen, in_block, n, out + done);
+        }
+        if (bytes) {
+            std::memcpy(out + done, bytes.get() + in_block, n);
+            r = static_cast<ssize_t>(n);
+            if (!reading_.store_blocks && in_block + n == blen) {
+                std::lock_guard<std::mutex> lock(mutex_);
+                fresh_.erase(block);  // read to its end: a sequential reader is done with it
+            }
+        }
+        if (r < 0) return r == -ENOENT ? -EIO : r;
+        done += n;
+    }
+    return static_cast<ssize_t>(done);
+}
+
+}  // namespace gguf_mount::remote

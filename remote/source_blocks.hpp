@@ -1,0 +1,119 @@
+// The blocks of one remote object version: the fetching, the read path and the read-ahead of a
+// RemoteSource, apart from the source so that the context's jobs can hold them without holding
+// the context.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "remote/client.hpp"
+#include "remote/store/block_store.hpp"
+#include "remote/store/prefetcher.hpp"
+
+namespace gguf_mount::remote {
+
+/// How a SourceBlocks reads (from RemoteOptions; aggregate-initialized in field order, remote/source.cpp).
+struct BlockReading {
+    bool offline = false;           ///< no network: blocks not cached fail with EIO
+    bool store_blocks = true;       ///< fetched blocks go to the block store
+    unsigned readahead_blocks = 8;  ///< blocks fetched or loaded ahead of a sequential reader
+    unsigned drop_lag_blocks = 5;   ///< cached blocks this far behind a reader leave the page cache
+};
+
+/// One version of a remote object in BlockCache::kBlockSize blocks: cached blocks are read from
+/// the block store, missing ones fetched through the Client (one ranged GET per block;
+/// concurrent reads of one block wait for a single fetch), and a sequential reader has the next
+/// readahead_blocks blocks fetched (or, cached, loaded into the page cache) by the prefetcher.
+/// A fetched block is served from memory at once, kept by the prefetcher among the context's
+/// last kept_blocks blocks, and put() into the block store (staged and committed off the read
+/// path); readers find it in memory while it is kept or being staged, then in the cache.
+/// Every fetched answer is checked against the version opened (validator and size; size only
+/// with `size_only`): an answer of another version is asked once more, then that read fails
+/// with EIO; no byte of another version is ever served.
+/// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
+/// used for the next blocks until a request to it fails; then the given URL is asked again
+/// (resolving anew) once for that block.
+/// Holds references to the context's parts, not the context: it is shared by its RemoteSource
+/// (which holds the context, so the parts outlive it there) and, weakly, by read-ahead jobs,
+/// which run on the prefetcher's workers (joined before the parts are destroyed). Thread-safe.
+class SourceBlocks : public std::enable_shared_from_this<SourceBlocks> {
+public:
+    SourceBlocks(Client& client, BlockStore& store, Prefetcher& prefetcher, BlockReading reading, std::string url,
+                 std::string name, std::string key, ObjectInfo info, bool size_only);
+
+    const ObjectInfo& info() const noexcept { return info_; }
+    const std::string& key() const noexcept { return key_; }
+    /// Length of block `block` in bytes (BlockCache::kBlockSize, less for the last; 0 past the
+    /// end). Never throws.
+    uint64_t block_length(uint64_t block) const noexcept;
+    uint64_t block_count() const noexcept { return (info_.size + BlockCache::kBlockSize - 1) / BlockCache::kBlockSize; }
+    /// Bytes received from the server for this version. Never throws.
+    uint64_t bytes_fetched() const noexcept { return bytes_fetched_.load(); }
+    void add_fetched(uint64_t n) noexcept { bytes_fetched_ += n; }
+    /// True when the block cache holds block `block` with its full length. Never throws.
+    bool cached(uint64_t block) const noexcept;
+
+    /// Copies up to `len` bytes at `offset` into `dst` (short only at the object's end): from
+    /// memory, the block store, or fetched. Returns the bytes copied, -EWOULDBLOCK when a
+    /// block must be fetched on a thread that may not wait for the network
+    /// (gguf::NoNetworkWaitScope), or -errno. Never throws.
+    ssize_t read(void* dst, size_t len, uint64_t offset) const noexcept;
+    /// Keeps the fetched bytes of block `block` in memory until a reader read its last byte
+    /// (with store_blocks off: the opening GET's block 0). Never throws.
+    void hold(uint64_t block, std::shared_ptr<const char[]> bytes) noexcept;
+    /// Removes every block of this version from the block cache and lets go of the kept ones
+    /// (their bytes are wrong). Never throws.
+    void drop_cached() const noexcept;
+
+private:
+    /// get_range through the last resolved location, falling back to url_ (see the class note).
+    ObjectInfo get_block(uint64_t offset, size_t len, char* dst, size_t* got) const;
+    /// Makes block `block` available: fetched by this call, or by another thread (waited for),
+    /// or already held by the store; 0 or -errno. `*bytes` (if given) receives the block's
+    /// bytes when they are in memory; null when it is to be read from the store.
+    int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept;
+    /// The bytes of `block` in memory (just fetched, held, being staged, or kept), else null.
+    std::shared_ptr<const char[]> memory(uint64_t block) const noexcept;
+    /// For each block of the window after `block`: a cached one is loaded from disk by a
+    /// prefetcher worker (BlockCache::load), a missing one fetched by a worker (not offline).
+    void read_ahead(uint64_t block) const noexcept;
+    /// For a sequential reader that entered `block`: drops the page-cache pages of the cached
+    /// block drop_lag_blocks behind it (the mounted file's page cache holds its bytes).
+    void drop_behind(uint64_t block) const noexcept;
+
+    Client& client_;
+    BlockStore& store_;
+    Prefetcher& prefetcher_;
+    const BlockReading reading_;
+    const std::string url_;   // as given (may hold a query string: never logged)
+    const std::string name_;  // without credentials or query
+    const std::string key_;
+    const ObjectInfo info_;
+    const bool size_only_;  // the validator of answers is not compared
+    mutable std::atomic<bool> other_version_logged_{false};
+    mutable std::atomic<uint64_t> bytes_fetched_{0};
+    mutable std::atomic<bool> offline_logged_{false};
+    mutable std::atomic<uint64_t> next_block_{~uint64_t{0}};  // block after the last one read
+    mutable std::atomic<uint64_t> advised_{0};  // read_ahead handled blocks up to this one
+    mutable std::mutex mutex_;
+    mutable std::condition_variable cv_;
+    mutable std::string location_;  // URL after redirects of the last good answer ("" = url_); under mutex_
+    mutable std::map<uint64_t, uint64_t> fetching_;  // blocks being downloaded -> serial of that fetch
+    mutable uint64_t fetch_serial_ = 0;              // under mutex_
+    /// Blocks whose last fetch failed -> {its serial, -errno}: what the readers that waited for
+    /// that fetch return (erased when a fetch of the block succeeds).
+    mutable std::map<uint64_t, std::pair<uint64_t, int>> failed_;
+    /// Fetched blocks in memory here: until put() into the store (it then has them), or, with
+    /// store_blocks off, until a reader read the block's last byte.
+    mutable std::map<uint64_t, std::shared_ptr<const char[]>> fresh_;
+};
+
+}  // namespace gguf_mount::remote

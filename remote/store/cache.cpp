@@ -1,0 +1,579 @@
+#include "remote/store/cache.hpp"
+#include "remote/url_parts.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/file.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "gguf/bytes/file_io.hpp"
+
+namespace gguf_mount::remote {
+
+using cache_files::Dir;
+using cache_files::kTrailerSize;
+
+namespace {
+
+constexpr size_t kCheckChunk = size_t{256} << 10;  // a block is read and checked in pieces of this size
+constexpr const char* kOncePrefix = "once-";
+constexpr const char* kOwner = ".owner";
+
+std::string hex(const unsigned char* p, size_t n) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+        out += digits[p[i] >> 4];
+        out += digits[p[i] & 15];
+    }
+    return out;
+}
+
+std::string sha256_hex(const std::string& s) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
+    return hex(md, n);
+}
+
+/// A key is a file name we made: hex digits, '-' and lowercase letters, no '/' nor a leading '.'.
+bool valid_key(const std::string& key) {
+    if (key.empty() || key.size() > 100 || key[0] == '.') return false;
+    return std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-'; });
+}
+
+int64_t ctime_ns(const struct stat& st) {
+    return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+}
+
+std::string block_name(uint64_t block) { return std::to_string(block); }
+
+bool is_temporary(const char* name) { return std::strncmp(name, ".tmp.", 5) == 0; }
+
+/// Calls fn(object_dir, key, name, stat) for every regular file (lstat) of every object directory
+/// of `objects` (at `path`), and bad(key, why) for each entry of `objects` that is not a
+/// trusted directory. Names starting with '.' are temporaries (".tmp.") and owner files.
+template <typename Bad, typename Fn>
+void for_each_block_file(const Dir& objects, const std::string& path, Bad&& bad, Fn&& fn) {
+    int fd = ::openat(objects.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* top = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (!top) {
+        if (fd >= 0) ::close(fd);
+        return;
+    }
+    while (dirent* o = ::readdir(top)) {
+        if (o->d_name[0] == '.') continue;
+        std::string why;
+        Dir od = cache_files::open_sub(objects, o->d_name, path + "/" + o->d_name, false, &why);
+        if (!od) {
+            if (!why.empty()) bad(o->d_name, why);
+            continue;
+        }
+        int bfd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR* blocks = bfd >= 0 ? ::fdopendir(bfd) : nullptr;
+        if (!blocks) {
+            if (bfd >= 0) ::close(bfd);
+            continue;
+        }
+        while (dirent* b = ::readdir(blocks)) {
+            if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
+            struct stat st {};
+            if (::fstatat(od.fd(), b->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+            fn(od, o->d_name, b->d_name, st);
+        }
+        ::closedir(blocks);
+    }
+    ::closedir(top);
+}
+
+/// Removes the files of object directory `key` of `objects`, then the directory itself.
+void remove_object_dir(const Dir& objects, const std::string& key) noexcept {
+    try {
+        std::string why;
+        Dir od = cache_files::open_sub(objects, key, key, false, &why);
+        if (!od) return;
+        int fd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+        if (!d) {
+            if (fd >= 0) ::close(fd);
+            return;
+        }
+        std::vector<std::string> names;
+        while (dirent* e = ::readdir(d)) {
+            struct stat st {};
+            if (::fstatat(od.fd(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+                names.push_back(e->d_name);
+            }
+        }
+        ::closedir(d);
+        for (const auto& n : names) ::unlinkat(od.fd(), n.c_str(), 0);
+        ::unlinkat(objects.fd(), key.c_str(), AT_REMOVEDIR);
+    } catch (...) {
+    }
+}
+
+/// True when no process holds the .owner lock of the once- directory `od` (or it has none and
+/// is older than an hour: its maker died before taking it).
+bool once_dir_is_free(const Dir& od) {
+    int fd = ::openat(od.fd(), kOwner, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        struct stat st {};
+        return errno == ENOENT && ::fstat(od.fd(), &st) == 0 && st.st_mtime + 3600 < ::time(nullptr);
+    }
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+}
+
+}  // namespace
+
+BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+    if (dir_.empty() || dir_.front() != '/') {  // the daemon chdirs to / when it daemonizes: keep an absolute path
+        char cwd[PATH_MAX];
+        if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(dir_ + ": cannot resolve the cache directory");
+        dir_ = std::string(cwd) + "/" + dir_;
+    }
+    Dir top = cache_files::open_top(dir_);
+    dir_ += "/v1";
+    root_ = cache_files::open_sub_or_throw(top, "v1", dir_);
+    meta_ = cache_files::open_sub_or_throw(root_, "meta", dir_ + "/meta");
+    listings_ = cache_files::open_sub_or_throw(root_, "listings", dir_ + "/listings");
+    objects_ = cache_files::open_sub_or_throw(root_, "objects", dir_ + "/objects");
+    lock_fd_ = cache_files::open_lock(root_, "lock", dir_ + "/lock");
+    // Count what is there, sweep temporaries older than an hour (left by a killed daemon) and
+    // refuse the cache when an object directory is not trusted.
+    uint64_t used = 0;
+    std::string refused;
+    std::set<std::string> once;
+    for_each_block_file(
+        objects_, dir_ + "/objects",
+        [&](const char*, const std::string& why) {
+            if (refused.empty()) refused = why;
+        },
+        [&](const Dir& od, const char* key, const char* name, const struct stat& st) {
+            if (std::strncmp(key, kOncePrefix, std::strlen(kOncePrefix)) == 0) once.insert(key);
+            if (is_temporary(name)) {
+                if (st.st_mtime + 3600 < ::time(nullptr)) ::unlinkat(od.fd(), name, 0);
+            } else if (name[0] != '.') {
+                used += static_cast<uint64_t>(st.st_size);
+            }
+        });
+    if (!refused.empty()) {
+        ::close(lock_fd_);
+        throw std::runtime_error(refused);
+    }
+    // Blocks of single opens whose process is gone.
+    for (const auto& key : once) {
+        std::string why;
+        Dir od = cache_files::open_sub(objects_, key, key, false, &why);
+        if (od && once_dir_is_free(od)) remove_object_dir(objects_, key);
+    }
+    used_ = used;
+}
+
+BlockCache::~BlockCache() {
+    for (const auto& [key, fd] : once_owners_) {
+        remove_object_dir(objects_, key);
+        if (fd >= 0) ::close(fd);
+    }
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string BlockCache::default_dir() {
+    // systemd's CacheDirectory=gguf-mount sets CACHE_DIRECTORY=/var/cache/gguf-mount (several
+    // directories are separated by ':'; the first is ours).
+    if (const char* sd = std::getenv("CACHE_DIRECTORY"); sd && *sd == '/') {
+        std::string first(sd);
+        first = first.substr(0, first.find(':'));
+        if (first.size() > 1) return first;
+    }
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg == '/') return std::string(xdg) + "/gguf-mount";
+    const char* home = std::getenv("HOME");
+    if (home && *home == '/') return std::string(home) + "/.cache/gguf-mount";
+    return "/var/cache/gguf-mount";
+}
+
+std::string BlockCache::object_key(const std::string& url, const std::string& validator) {
+    return sha256_hex(url_for_message(url) + "\n" + validator);
+}
+
+bool BlockCache::validates(const std::string& validator) {
+    // remote/http.cpp: "lm:" + Last-Modified + ":" + size, so "lm::SIZE" when both headers are
+    // absent (an ETag is quoted, never starts so).
+    return !validator.empty() && validator.rfind("lm::", 0) != 0;
+}
+
+std::string BlockCache::open_once(const std::string& url) {
+    unsigned char r[16];
+    if (RAND_bytes(r, sizeof r) != 1) {  // no entropy source: still unique in this process
+        static std::atomic<uint64_t> n{0};
+        const uint64_t v[2] = {static_cast<uint64_t>(::getpid()) << 32 ^ static_cast<uint64_t>(::time(nullptr)),
+                               n.fetch_add(1)};
+        std::memcpy(r, v, sizeof r);
+    }
+    const std::string key = kOncePrefix + hex(r, sizeof r);
+    if (Dir od = object_dir(key, true)) {
+        int fd = ::openat(od.fd(), kOwner, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ::flock(fd, LOCK_SH);
+            std::lock_guard<std::mutex> lock(once_mutex_);
+            once_owners_[key] = fd;
+        }
+    }
+    static std::mutex logged_mutex;
+    static std::set<std::string> logged;  // servers said once per process
+    const std::string name = url_for_message(url);
+    const size_t scheme = name.find("://");
+    const std::string server = name.substr(0, name.find('/', scheme == std::string::npos ? 0 : scheme + 3));
+    std::lock_guard<std::mutex> lock(logged_mutex);
+    if (logged.insert(server).second) {
+        spdlog::warn("{} sends neither ETag nor Last-Modified (first seen for {}): a file replaced by another of the "
+                     "same size could not be told apart, so its files' cached blocks serve one open only and each "
+                     "mount fetches them again",
+                     server, name);
+    }
+    return key;
+}
+
+Dir BlockCache::object_dir(const std::string& key, bool create, int* err) const noexcept {
+    try {
+        if (!valid_key(key)) {
+            if (err) *err = EINVAL;
+            return Dir();
+        }
+        std::string why;
+        int e = 0;
+        Dir od = cache_files::open_sub(objects_, key, dir_ + "/objects/" + key, create, &why, &e);
+        if (!od && e == EPERM && !untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
+        if (err) *err = e;
+        return od;
+    } catch (...) {
+        if (err) *err = ENOMEM;
+        return Dir();
+    }
+}
+
+int BlockCache::open_block(const Dir& od, uint64_t block, uint64_t block_len, struct stat* st) const noexcept {
+    int fd = ::openat(od.fd(), block_name(block).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ELOOP ? -ENOENT : -errno;
+    ::flock(fd, LOCK_SH);  // eviction skips blocks in use
+    if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != ::geteuid() || st->st_nlink == 0 ||
+        static_cast<uint64_t>(st->st_size) != block_len + kTrailerSize) {
+        ::close(fd);
+        return -ENOENT;
+    }
+    return fd;
+}
+
+int BlockCache::verify(const Dir& od, const std::string& key, uint64_t block, int fd, const struct stat& st,
+                       uint64_t block_len, uint64_t offset, size_t len, char* dst) const noexcept {
+    const auto id = std::make_pair(st.st_dev, st.st_ino);
+    const int64_t changed = ctime_ns(st);
+    try {
+        std::lock_guard<std::mutex> lock(checked_mutex_);
+        auto it = checked_.find(id);
+        if (it != checked_.end() && it->second == changed) return 0;
+    } catch (...) {
+        return -ENOMEM;
+    }
+    thread_local std::unique_ptr<char[]> buf(new (std::nothrow) char[kCheckChunk]);
+    cache_files::BlockChecksum sum(key, block);
+    if (!buf || !sum.ok()) return -ENOMEM;
+    for (uint64_t at = 0; at < block_len;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kCheckChunk, block_len - at));
+        ssize_t r = gguf::pread_full(fd, buf.get(), n, at);
+        if (r < 0) return static_cast<int>(r);
+        if (static_cast<size_t>(r) != n) return -EIO;
+        sum.update(buf.get(), n);
+        const uint64_t from = std::max(at, offset), to = std::min(at + n, offset + len);
+        if (dst && from < to) std::memcpy(dst + (from - offset), buf.get() + (from - at), to - from);
+        at += n;
+    }
+    char stored[kTrailerSize];
+    const bool good = gguf::pread_full(fd, stored, kTrailerSize, block_len) == static_cast<ssize_t>(kTrailerSize) &&
+                      sum.matches(stored);
+    bool first = true;
+    try {
+        std::lock_guard<std::mutex> lock(checked_mutex_);
+        auto [it, added] = checked_.emplace(id, good ? changed : -1);
+        first = added || it->second != -1;
+        it->second = good ? changed : -1;
+    } catch (...) {
+    }
+    if (good) return 1;
+    // Changed on disk: drop it (unless a new block was renamed in meanwhile), so it is fetched again.
+    const std::string name = block_name(block);
+    struct stat now {};
+    if (::fstatat(od.fd(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+        now.st_dev == st.st_dev && ::unlinkat(od.fd(), name.c_str(), 0) == 0) {
+        const uint64_t size = static_cast<uint64_t>(st.st_size);
+        uint64_t used = used_.load();
+        while (!used_.compare_exchange_weak(used, used > size ? used - size : 0)) {
+        }
+    }
+    if (first) {
+        spdlog::warn("{}/objects/{}/{}: cached block changed on disk (checksum mismatch): removed, it is fetched again",
+                     dir_, key, block);
+    }
+    return -ENOENT;
+}
+
+ssize_t BlockCache::read(const std::string& key, uint64_t block, uint64_t block_len, uint64_t offset, size_t len,
+                         char* dst) const noexcept {
+    Dir od = object_dir(key, false);
+    if (!od) return -ENOENT;
+    struct stat st {};
+    int fd = open_block(od, block, block_len, &st);
+    if (fd < 0) return fd;
+    ssize_t out = -ENOENT;
+    if (offset + len <= block_len) {
+        const int v = verify(od, key, block, fd, st, block_len, offset, len, dst);
+        if (v < 0) {
+            out = v;
+        } else if (v == 1) {
+            out = static_cast<ssize_t>(len);
+        } else {
+            out = gguf::pread_full(fd, dst, len, offset);
+            if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
+        }
+        if (out >= 0 && st.st_mtime + 10 < ::time(nullptr) && ::futimens(fd, nullptr) == 0) {  // recently used (LRU)
+            // The touch changes the ctime: the check stays valid for the file as it was checked.
+            struct stat after {};
+            if (::fstat(fd, &after) == 0) {
+                try {
+                    std::lock_guard<std::mutex> lock(checked_mutex_);
+                    auto it = checked_.find({st.st_dev, st.st_ino});
+                    if (it != checked_.end() && it->second == ctime_ns(st)) it->second = ctime_ns(after);
+                } catch (...) {
+                }
+            }
+        }
+    }
+    ::close(fd);
+    return out;
+}
+
+bool BlockCache::has(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
+    Dir od = object_dir(key, false);
+    struct stat st {};
+    try {
+        return od && ::fstatat(od.fd(), block_name(block).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+               static_cast<uint64_t>(st.st_size) == block_len + kTrailerSize;
+    } catch (...) {
+        return false;
+    }
+}
+
+void BlockCache::load(const std::string& key, uint64_t block, uint64_t block_len) const noexcept {
+    static const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    Dir od = object_dir(key, false);
+    if (!od) return;
+    struct stat st {};
+    int fd = open_block(od, block, block_len, &st);
+    if (fd < 0) return;
+    // Not checked yet: checking reads it all (into the page cache). Checked: sendfile.
+    if (verify(od, key, block, fd, st, block_len, 0, 0, nullptr) == 0) {
+        off_t at = 0;
+        while (null_fd >= 0 && static_cast<uint64_t>(at) < block_len) {
+            if (::sendfile(null_fd, fd, &at, static_cast<size_t>(block_len - static_cast<uint64_t>(at))) <= 0) break;
+        }
+        if (null_fd < 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // no /dev/null (a bare chroot)
+    }
+    ::close(fd);
+}
+
+void BlockCache::drop_pages(const std::string& key, uint64_t block) const noexcept {
+    Dir od = object_dir(key, false);
+    if (!od) return;
+    int fd = -1;
+    try {
+        fd = ::openat(od.fd(), block_name(block).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } catch (...) {
+        return;
+    }
+    if (fd < 0) return;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
+int BlockCache::store(const std::string& key, uint64_t block, const char* data, size_t len) noexcept {
+    std::string tmp;
+    int rc = stage(key, block, data, len, &tmp, false);
+    if (rc == 0) rc = commit(key, block, tmp, len);
+    if (rc == 0) evict_if_over();
+    return rc;
+}
+
+void BlockCache::evict_if_over() noexcept {
+    if (max_bytes_ && used_.load() > max_bytes_) evict();
+}
+
+int BlockCache::stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp,
+                      bool direct) noexcept {
+    int err = 0;
+    Dir od = object_dir(key, true, &err);
+    if (!od) return -err;
+    std::string name;
+    int fd = cache_files::create_temporary(od, &name, direct);
+    if (fd < 0) return fd;
+    char trailer[kTrailerSize];
+    cache_files::BlockChecksum sum(key, block);
+    sum.update(data, len);
+    sum.trailer(trailer);
+    int rc = sum.ok() ? cache_files::write_file(fd, data, len, trailer, kTrailerSize) : -ENOMEM;
+    ::close(fd);
+    try {
+        if (rc == 0) *tmp = key + "/" + name;
+    } catch (...) {
+        rc = -ENOMEM;
+    }
+    if (rc != 0) ::unlinkat(od.fd(), name.c_str(), 0);
+    return rc;
+}
+
+int BlockCache::commit(const std::string& key, uint64_t block, const std::string& tmp, size_t len) noexcept {
+    try {
+        const size_t slash = tmp.find('/');
+        if (slash == std::string::npos || tmp.compare(0, slash, key) != 0) return -EINVAL;
+        int err = 0;
+        Dir od = object_dir(key, false, &err);
+        if (!od) return -err;
+        int rc = cache_files::publish(od, tmp.substr(slash + 1), block_name(block));
+        if (rc != 0) return rc;
+        used_ += len + kTrailerSize;
+        return 0;
+    } catch (...) {
+        return -ENOMEM;
+    }
+}
+
+void BlockCache::remove(const std::string& key, uint64_t block) noexcept {
+    try {
+        Dir od = object_dir(key, false);
+        if (!od) return;
+        const std::string name = block_name(block);
+        struct stat st {};
+        if (::fstatat(od.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            ::unlinkat(od.fd(), name.c_str(), 0) == 0) {
+            const uint64_t n = static_cast<uint64_t>(st.st_size);
+            uint64_t was = used_.load();
+            while (!used_.compare_exchange_weak(was, was > n ? was - n : 0)) {
+            }
+        }
+    } catch (...) {
+        // out of memory for the name: the block stays (a later check fails again)
+    }
+}
+
+ssize_t BlockCache::read_staged(const std::string& tmp, uint64_t offset, size_t len, char* dst) const noexcept {
+    int fd = -1;
+    try {
+        const size_t slash = tmp.find('/');
+        if (slash == std::string::npos) return -ENOENT;
+        Dir od = object_dir(tmp.substr(0, slash), false);
+        if (!od) return -ENOENT;
+        fd = ::openat(od.fd(), tmp.c_str() + slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } catch (...) {
+        return -ENOMEM;
+    }
+    if (fd < 0) return errno == ENOENT ? -ENOENT : -errno;
+    ssize_t out = gguf::pread_full(fd, dst, len, offset);
+    if (out >= 0 && static_cast<size_t>(out) != len) out = -EIO;
+    ::close(fd);
+    return out;
+}
+
+void BlockCache::evict() noexcept {
+    try {
+        std::lock_guard<std::mutex> guard(evict_mutex_);
+        ::flock(lock_fd_, LOCK_EX);  // one daemon evicts at a time
+        struct Block {
+            time_t used;
+            uint64_t size;
+            std::string key, name;
+        };
+        std::vector<Block> all;
+        uint64_t total = 0;
+        for_each_block_file(
+            objects_, dir_ + "/objects",
+            [&](const char*, const std::string& why) {
+                if (!untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
+            },
+            [&](const Dir&, const char* key, const char* name, const struct stat& st) {
+                if (name[0] == '.') return;  // a temporary or an owner file
+                all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), key, name});
+                total += static_cast<uint64_t>(st.st_size);
+            });
+        std::sort(all.begin(), all.end(), [](const Block& a, const Block& b) { return a.used < b.used; });
+        const uint64_t target = max_bytes_ / 10 * 9;  // leave room: no sweep per stored block
+        for (const Block& b : all) {
+            if (total <= target) break;
+            Dir od = object_dir(b.key, false);
+            if (!od) continue;
+            int fd = ::openat(od.fd(), b.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            if (fd < 0) continue;
+            if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // not being read
+                if (::unlinkat(od.fd(), b.name.c_str(), 0) == 0) total -= b.size;
+            }
+            ::close(fd);
+        }
+        used_ = total;
+        ::flock(lock_fd_, LOCK_UN);
+    } catch (...) {
+        ::flock(lock_fd_, LOCK_UN);
+    }
+}
+
+std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
+    std::optional<std::string> text = cache_files::read_file(meta_, sha256_hex(url_for_message(url)));
+    if (!text) return std::nullopt;
+    std::istringstream in(*text);
+    ObjectInfo info;
+    std::string size, mtime;
+    if (!std::getline(in, size) || !std::getline(in, info.validator) || !std::getline(in, mtime)) return std::nullopt;
+    info.size = std::strtoull(size.c_str(), nullptr, 10);
+    info.mtime = static_cast<time_t>(std::strtoll(mtime.c_str(), nullptr, 10));
+    return info;
+}
+
+void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const noexcept {
+    try {
+        std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
+        cache_files::write_durably(meta_, sha256_hex(url_for_message(url)), text);
+    } catch (...) {
+    }
+}
+
+void BlockCache::save_listing(const std::string& name, const std::string& text) const noexcept {
+    try {
+        cache_files::write_durably(listings_, sha256_hex(url_for_message(name)), text);
+    } catch (...) {
+    }
+}
+
+std::optional<std::string> BlockCache::load_listing(const std::string& name) const {
+    return cache_files::read_file(listings_, sha256_hex(url_for_message(name)));
+}
+
+}  // namespace gguf_mount::remote

@@ -1,0 +1,357 @@
+// KV overrides: the served bytes against an independent writer of the rule (support/gguf_rewrite),
+// and every refusal with its one-line message.
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include "gguf/error.hpp"
+#include "gguf/format/reader.hpp"
+#include "gguf/model/kv_override.hpp"
+#include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
+#include "gguf/bytes/virtual_file.hpp"
+#include "support/gguf_builder.hpp"
+#include "support/gguf_rewrite.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using gguf_test::cut_gguf;
+using gguf_test::fixture;
+using gguf_test::join_gguf;
+using gguf_test::kv_index;
+using gguf_test::RawGguf;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const std::string kTiny = "tiny-llama/tiny-llama.gguf";
+
+std::string render(const gguf::VirtualFile& vf) {
+    std::string out(vf.size(), '\0');
+    EXPECT_EQ(vf.read(0, out.size(), out.data()), static_cast<ssize_t>(out.size()));
+    return out;
+}
+
+/// Overrides from command-line style specs: "-KEY" removes, anything else is KEY=TYPE:VALUE.
+gguf::KvOverrides edits(const std::vector<std::string>& specs, const std::string& base_dir = "") {
+    gguf::KvOverrides o;
+    for (const auto& s : specs) {
+        o.edits.push_back(s[0] == '-' ? gguf::parse_kv_removal(s.substr(1), "--remove-kv")
+                                      : gguf::parse_kv_override(s, "--override-kv", base_dir));
+    }
+    return o;
+}
+
+std::string edited_single(const std::string& path, const gguf::KvOverrides& o) {
+    return render(gguf::open_edited(gguf::LogicalFile::single(path), o));
+}
+
+/// The message of the gguf::Error that `fn` throws ("" and a failure when it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn, gguf::Code code = gguf::Code::BadArgument) {
+    try {
+        fn();
+    } catch (const gguf::Error& e) {
+        EXPECT_EQ(e.code(), code) << e.what();
+        const std::string m = e.what();
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+        return m;
+    }
+    ADD_FAILURE() << "no error thrown";
+    return "";
+}
+
+TEST(KvOverrideBytes, NewStringKeyIsAppendedAfterTheLastKey) {
+    const std::string original = gguf_test::read_file(fixture(kTiny));
+    RawGguf want = cut_gguf(original);
+    want.kvs.push_back(gguf_test::raw_string("general.url", "https://example.org/tiny"));
+    const std::string got = edited_single(fixture(kTiny), edits({"general.url=str:https://example.org/tiny"}));
+    EXPECT_EQ(got.size(), join_gguf(want).size());
+    EXPECT_TRUE(got == join_gguf(want));
+    EXPECT_EQ(got.substr(got.size() - want.data.size()), want.data);  // every data byte unchanged
+}
+
+TEST(KvOverrideBytes, IntIntoAU32KeyStaysU32InItsPlace) {
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs[kv_index(want, "llama.context_length")] = gguf_test::raw_u32("llama.context_length", 4096);
+    const std::string got = edited_single(fixture(kTiny), edits({"llama.context_length=int:4096"}));
+    EXPECT_TRUE(got == join_gguf(want));
+    // Same length: the file differs only in those four bytes.
+    EXPECT_EQ(got.size(), gguf_test::read_file(fixture(kTiny)).size());
+}
+
+TEST(KvOverrideBytes, RemovedKeyIsGone) {
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.description")));
+    const std::string got = edited_single(fixture(kTiny), edits({"-general.description"}));
+    EXPECT_TRUE(got == join_gguf(want));
+}
+
+TEST(KvOverrideBytes, FloatBoolAndExactTypesKeepOrSetTheType) {
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs[kv_index(want, "llama.rope.freq_base")] = gguf_test::raw_f32("llama.rope.freq_base", 500000.0f);
+    want.kvs[kv_index(want, "tokenizer.ggml.add_eos_token")] = gguf_test::raw_bool("tokenizer.ggml.add_eos_token", true);
+    want.kvs[kv_index(want, "tokenizer.ggml.bos_token_id")] = gguf_test::raw_u32("tokenizer.ggml.bos_token_id", 7);
+    want.kvs.push_back(gguf_test::raw_u64("zoo.new.u64", 18446744073709551615ull));
+    want.kvs.push_back(gguf_test::raw_i32("zoo.new.i32", -5));
+    want.kvs.push_back(gguf_test::raw_bool("zoo.new.bool", false));
+    const std::string got = edited_single(
+        fixture(kTiny), edits({"llama.rope.freq_base=float:500000", "tokenizer.ggml.add_eos_token=bool:true",
+                               "tokenizer.ggml.bos_token_id=u32:7", "zoo.new.u64=u64:18446744073709551615",
+                               "zoo.new.i32=i32:-5", "zoo.new.bool=bool:false"}));
+    EXPECT_TRUE(got == join_gguf(want));
+}
+
+TEST(KvOverrideBytes, Alignment64WithAHeaderChangeThatIsNotAMultipleOfIt) {
+    // A file of our own: alignment 64, two f32 tensors of 40 and 20 bytes.
+    gguf_test::Bytes infos;
+    infos.str("a").u32(1).i64(10).u32(0).u64(0);
+    infos.str("b").u32(1).i64(5).u32(0).u64(64);
+    RawGguf in;
+    in.alignment = 64;
+    in.kvs = {gguf_test::raw_string("general.architecture", "llama"), gguf_test::raw_u32("general.alignment", 64),
+              gguf_test::raw_string("general.name", "m")};
+    in.tensor_count = 2;
+    in.tensor_infos = infos.str();
+    in.data = std::string(40, 'A') + std::string(24, '\0') + std::string(20, 'B') + std::string(44, '\0');
+    gguf_test::TempDir dir;
+    gguf_test::write_file(dir / "m.gguf", join_gguf(in));
+
+    // Header: 201 bytes, data at 256. The edit adds 12 + 51 = 63 bytes: the header ends at 264,
+    // so the data starts at 320 (at 288 if padded to 32).
+    const std::string url(20, 'u');
+    RawGguf want = in;
+    want.kvs[kv_index(want, "general.name")] = gguf_test::raw_string("general.name", "a longer name");
+    want.kvs.push_back(gguf_test::raw_string("general.url", url));
+    ASSERT_EQ(join_gguf(in).size() - in.data.size(), 256u);
+    ASSERT_EQ(join_gguf(want).size() - in.data.size(), 320u);
+    const std::string got =
+        edited_single(dir / "m.gguf", edits({"general.name=str:a longer name", "general.url=str:" + url}));
+    EXPECT_TRUE(got == join_gguf(want));
+    EXPECT_EQ(got.size(), 320u + in.data.size());
+    EXPECT_EQ(got.substr(got.size() - in.data.size()), in.data);
+    EXPECT_EQ(gguf::parse_header(got, got.size(), "edited").data_offset % 64, 0u);
+}
+
+TEST(KvOverrideBytes, FileWithoutTensorsIsTheNewHeaderPaddedTo32) {
+    RawGguf in;
+    in.kvs = {gguf_test::raw_string("general.architecture", "llama")};
+    gguf_test::TempDir dir;
+    gguf_test::write_file(dir / "n.gguf", join_gguf(in));
+    RawGguf want = in;
+    want.kvs.push_back(gguf_test::raw_string("general.name", "none"));
+    EXPECT_TRUE(edited_single(dir / "n.gguf", edits({"general.name=str:none"})) == join_gguf(want));
+}
+
+TEST(KvOverrideBytes, MegabyteChatTemplateFromAFile) {
+    gguf_test::TempDir dir;
+    std::string tmpl;
+    for (int i = 0; tmpl.size() < (size_t{1} << 20); ++i) tmpl += "{% for m in messages %}" + std::to_string(i) + "\n";
+    tmpl.resize(size_t{1} << 20);
+    gguf_test::write_file(dir / "t.jinja", tmpl);
+    gguf::KvOverrides o;
+    o.edits.push_back(gguf::chat_template_edit(dir / "t.jinja"));
+    EXPECT_EQ(o.edits.front().spelled(), "tokenizer.chat_template=str:@" + (dir / "t.jinja"));
+
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs.push_back(gguf_test::raw_string("tokenizer.chat_template", tmpl));
+    const std::string got = edited_single(fixture(kTiny), o);
+    EXPECT_EQ(got.size(), join_gguf(want).size());
+    EXPECT_TRUE(got == join_gguf(want));
+
+    // A second template replaces the first in place (the key is a string now).
+    gguf_test::write_file(dir / "short.jinja", "{{ x }}");
+    o.edits.push_back(gguf::chat_template_edit(dir / "short.jinja"));
+    want.kvs.back() = gguf_test::raw_string("tokenizer.chat_template", "{{ x }}");
+    EXPECT_TRUE(edited_single(fixture(kTiny), o) == join_gguf(want));
+}
+
+TEST(KvOverrideBytes, MergedSetGetsTheRuleAfterTheSplitKeysTheMergeWrites) {
+    auto set = gguf::SplitSet::open(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf"));
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")));
+    ASSERT_EQ(want.kvs.back().key, "split.count");
+    want.kvs[kv_index(want, "zoo.scalar.u16")] = gguf_test::RawKv{"zoo.scalar.u16", 2, std::string("\x07\x00", 2)};
+    want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "zoo.array.string")));
+    want.kvs.push_back(gguf_test::raw_string("tokenizer.chat_template", "{{ messages }}"));
+    const auto o = edits({"zoo.scalar.u16=int:7", "-zoo.array.string", "tokenizer.chat_template=str:{{ messages }}"});
+    const std::string got = render(gguf::open_merged(set, o));
+    EXPECT_EQ(got.size(), join_gguf(want).size());
+    EXPECT_EQ(gguf_test::sha256_hex(got), gguf_test::sha256_hex(join_gguf(want)));
+}
+
+TEST(KvOverrideBytes, NoOverridesGiveThePlainMerge) {
+    auto set = gguf::SplitSet::open(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf"));
+    const std::string got = render(gguf::open_merged(set, gguf::KvOverrides{}));
+    EXPECT_TRUE(got == gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")));
+}
+
+TEST(KvOverrideBytes, EditsApplyInTheOrderGiven) {
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.name")));
+    want.kvs.push_back(gguf_test::raw_string("general.name", "renamed"));  // removed, then added at the end
+    EXPECT_TRUE(edited_single(fixture(kTiny), edits({"-general.name", "general.name=str:renamed"})) == join_gguf(want));
+}
+
+// ---- refusals -------------------------------------------------------------------------------
+
+std::vector<gguf::KeyValue> tiny_kvs() { return gguf::read_header(fixture(kTiny)).kvs; }
+
+TEST(KvOverrideRefusal, StrOntoAnIntegerKey) {
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.context_length=str:4096"})); }),
+              "--override-kv: llama.context_length: the key is u32, str cannot go into it (an override keeps the "
+              "key's type; use int: or u32:)");
+}
+
+TEST(KvOverrideRefusal, ExactTypeOtherThanTheKeys) {
+    EXPECT_PRED2(contains, error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.context_length=i64:4096"})); }),
+                std::string("llama.context_length: the key is u32, i64 cannot go into it"));
+    EXPECT_PRED2(contains, error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.rope.freq_base=int:1"})); }),
+                std::string("llama.rope.freq_base: the key is f32, int cannot go into it (an override keeps the key's "
+                          "type; use float: or f32:)"));
+    EXPECT_PRED2(contains, error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"tokenizer.ggml.tokens=str:x"})); }),
+                std::string("tokenizer.ggml.tokens: the key is array, str cannot go into it (an override keeps the "
+                          "key's type)"));
+}
+
+TEST(KvOverrideRefusal, OutOfTheKeysRangeNamesKeyAndRange) {
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.context_length=int:4294967296"})); }),
+              "--override-kv: llama.context_length: 4294967296 is out of range for u32 (0..4294967295)");
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.context_length=int:-1"})); }),
+              "--override-kv: llama.context_length: -1 is out of range for u32 (0..4294967295)");
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.rope.freq_base=float:1e39"})); }),
+              "--override-kv: llama.rope.freq_base: 1e39 is out of range for f32 (-3.40282e+38..3.40282e+38)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("x.y=i8:-129", "--override-kv"); }),
+              "--override-kv: x.y: -129 is out of range for i8 (-128..127)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("x.y=u64:18446744073709551616", "--override-kv"); }),
+              "--override-kv: x.y: 18446744073709551616 is out of range for u64 (0..18446744073709551615)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("x.y=int:-99999999999999999999", "--override-kv"); }),
+              "--override-kv: x.y: -99999999999999999999 is out of range for every GGUF integer type "
+              "(-9223372036854775808..18446744073709551615)");
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"general.file_type=int:-9223372036854775809"})); }),
+              "--override-kv: general.file_type: -9223372036854775809 is out of range for u32 (0..4294967295)");
+}
+
+TEST(KvOverrideRefusal, SyntaxAndTypeNames) {
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("llama.context_length", "--override-kv"); }),
+              "--override-kv: 'llama.context_length': expected KEY=TYPE:VALUE (no '=')");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("llama.context_length=4096", "--override-kv"); }),
+              "--override-kv: llama.context_length: expected KEY=TYPE:VALUE (no ':' after the type)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("a.b=uint32:1", "--override-kv"); }),
+              "--override-kv: a.b: unknown type 'uint32' (int, float, bool, str, u8, i8, u16, i16, u32, i32, u64, "
+              "i64, f32, f64)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("=str:x", "--override-kv"); }), "--override-kv: empty key");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("a.b=int:12abc", "--override-kv"); }),
+              "--override-kv: a.b: '12abc' is not an integer");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("a.b=float:fast", "--override-kv"); }),
+              "--override-kv: a.b: 'fast' is not a number");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("a.b=bool:yes", "--override-kv"); }),
+              "--override-kv: a.b: 'yes' is not a bool (true or false)");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("a.b=u32:1.5", "--override-kv"); }),
+              "--override-kv: a.b: '1.5' is not an integer");
+}
+
+TEST(KvOverrideRefusal, LayoutKeys) {
+    const std::string want = ": describes the file's layout (general.alignment, split.*) and cannot be overridden or removed";
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("general.alignment=int:64", "--override-kv"); }),
+              "--override-kv: general.alignment" + want);
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("split.count=int:0", "--override-kv"); }),
+              "--override-kv: split.count" + want);
+    EXPECT_EQ(error_of([] { gguf::parse_kv_removal("split.no", "--remove-kv"); }), "--remove-kv: split.no" + want);
+    EXPECT_EQ(error_of([] { gguf::parse_kv_removal("general.alignment", "--remove-kv"); }),
+              "--remove-kv: general.alignment" + want);
+    // Built by hand, past the parser: the rule refuses it too.
+    gguf::KvOverrides o;
+    o.edits.push_back(gguf::KvEdit{gguf::KvEdit::Kind::Remove, "split.tensors.count", "test"});
+    EXPECT_EQ(error_of([&] { gguf::apply_kv_overrides(tiny_kvs(), o); }), "test: split.tensors.count" + want);
+}
+
+TEST(KvOverrideRefusal, RemovingAKeyThatIsNotThere) {
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"-general.license"})); }),
+              "--remove-kv: general.license: not in the file, nothing to remove");
+}
+
+TEST(KvOverrideRefusal, IntAndFloatForANewKeyAskForAnExactType) {
+    EXPECT_EQ(error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.rope.scaling.factor=float:2"})); }),
+              "--override-kv: llama.rope.scaling.factor: not in the file, and float does not say which type to write: "
+              "give f32 or f64 (llama.cpp reads a key from a file only with its exact type)");
+    EXPECT_PRED2(contains, error_of([] { gguf::apply_kv_overrides(tiny_kvs(), edits({"llama.expert_count=int:8"})); }),
+                std::string("llama.expert_count: not in the file, and int does not say which type to write: give u8, "
+                          "i8, u16, i16, u32, i32, u64 or i64"));
+}
+
+TEST(KvOverrideRefusal, UnreadableValueFileIsNamed) {
+    EXPECT_EQ(error_of([] { gguf::chat_template_edit("/nonexistent/t.jinja"); }, gguf::Code::Io),
+              "--chat-template-file: tokenizer.chat_template: /nonexistent/t.jinja: No such file or directory");
+}
+
+TEST(KvOverrideRefusal, AShardIsNotEditedAlone) {
+    EXPECT_PRED2(contains, error_of([] { gguf::open_edited(gguf::LogicalFile::single(fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf")),
+                                                edits({"general.name=str:x"})); },
+                         gguf::Code::BadSplit),
+                std::string("kvzoo-00001-of-00007.gguf: is one shard of a split set (split.count above 1)"));
+}
+
+// ---- sidecars -------------------------------------------------------------------------------
+
+TEST(KvSidecar, LinesCommentsBlanksAndFilesRelativeToTheSidecar) {
+    gguf_test::TempDir dir;
+    ASSERT_EQ(::mkdir((dir / "sub").c_str(), 0755), 0);
+    gguf_test::write_file(dir / "sub/t.jinja", "{{ bos }}\n");
+    gguf_test::write_file(dir / "sub/m.gguf.kv",
+                          "# fixes for m.gguf\n"
+                          "\n"
+                          "   llama.context_length=int:4096\r\n"
+                          "tokenizer.chat_template=str:@t.jinja\n"
+                          "  # indented comment\n"
+                          "-general.description\n"
+                          "general.name=str:with spaces # not a comment ");
+    const gguf::KvOverrides o = gguf::read_kv_sidecar(dir / "sub/m.gguf.kv");
+    ASSERT_EQ(o.edits.size(), 4u);
+    EXPECT_EQ(o.edits[0].spelled(), "llama.context_length=int:4096");
+    EXPECT_EQ(o.edits[0].origin, dir / "sub/m.gguf.kv:3");
+    EXPECT_EQ(o.edits[1].text, "{{ bos }}\n");
+    EXPECT_EQ(o.edits[1].from_file, dir / "sub/t.jinja");
+    EXPECT_EQ(o.edits[2].spelled(), "-general.description");
+    EXPECT_EQ(o.edits[2].origin, dir / "sub/m.gguf.kv:6");
+    EXPECT_EQ(o.edits[3].text, "with spaces # not a comment ");
+
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs[kv_index(want, "llama.context_length")] = gguf_test::raw_u32("llama.context_length", 4096);
+    want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.description")));
+    want.kvs[kv_index(want, "general.name")] = gguf_test::raw_string("general.name", "with spaces # not a comment ");
+    want.kvs.push_back(gguf_test::raw_string("tokenizer.chat_template", "{{ bos }}\n"));
+    EXPECT_TRUE(edited_single(fixture(kTiny), o) == join_gguf(want));
+}
+
+TEST(KvSidecar, AnyBadLineRefusesTheWholeSidecarNamingFileAndLine) {
+    gguf_test::TempDir dir;
+    gguf_test::write_file(dir / "m.gguf.kv", "general.name=str:ok\n# fine\nllama.context_length=int4096\n");
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv"); }),
+              dir / "m.gguf.kv:3: llama.context_length: expected KEY=TYPE:VALUE (no ':' after the type)");
+    gguf_test::write_file(dir / "m.gguf.kv", "-split.count\n");
+    EXPECT_PRED2(contains, error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv"); }),
+                std::string("m.gguf.kv:1: split.count: describes the file's layout"));
+    gguf_test::write_file(dir / "m.gguf.kv", "tokenizer.chat_template=str:@missing.jinja\n");
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv"); }, gguf::Code::Io),
+              dir / "m.gguf.kv:1: tokenizer.chat_template: " + (dir / "missing.jinja") + ": No such file or directory");
+    // A line that parses but does not fit the model is named when applied.
+    gguf_test::write_file(dir / "m.gguf.kv", "# x\nllama.context_length=str:long\n");
+    const auto o = gguf::read_kv_sidecar(dir / "m.gguf.kv");
+    EXPECT_PRED2(contains, error_of([&] { gguf::apply_kv_overrides(tiny_kvs(), o); }),
+                std::string("m.gguf.kv:2: llama.context_length: the key is u32, str cannot go into it"));
+}
+
+TEST(KvSidecar, MissingSidecarIsAnIoError) {
+    EXPECT_PRED2(contains, error_of([] { gguf::read_kv_sidecar("/nonexistent/m.gguf.kv"); }, gguf::Code::Io),
+                std::string("/nonexistent/m.gguf.kv: No such file or directory"));
+}
+
+TEST(KvOverrideParse, LiteralAtAndSpelledForms) {
+    EXPECT_EQ(gguf::parse_kv_override("a.b=str:@@handle", "--override-kv").text, "@handle");
+    EXPECT_EQ(gguf::parse_kv_override("a.b=str:", "--override-kv").text, "");
+    EXPECT_EQ(gguf::parse_kv_override("a.b=str:x=y:z", "--override-kv").text, "x=y:z");
+    EXPECT_EQ(gguf::parse_kv_override("a.b=str:" + std::string(100, 'x'), "o").spelled(), "a.b=str:<100 bytes>");
+    EXPECT_EQ(gguf::parse_kv_override("a.b=i16:-32768", "o").spelled(), "a.b=i16:-32768");
+}
+
+}  // namespace
