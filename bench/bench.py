@@ -900,10 +900,9 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline,llama",
+    ap.add_argument("--sections", default="matrix,startup,offline,llama,views",
                     help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages); "
-                         "views (not in the default list until it has run on a quiet machine): shard views "
-                         "(bench/views.py)")
+                         "views: shard views (bench/views.py)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")
