@@ -42,12 +42,12 @@ TEST(MergeOverrides, SetWithFlagsWritesTheRuleBytes) {
     RawGguf want = cut_gguf(gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")));
     want.kvs[kv_index(want, "llama.context_length")] = gguf_test::raw_u32("llama.context_length", 8192);
     want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.name")));
-    want.kvs.push_back(gguf_test::raw_string("general.url", "https://example.org/a,b"));
+    want.kvs.push_back(gguf_test::raw_string("general.url", "https://example.invalid/a,b"));
     want.kvs.push_back(gguf_test::raw_string("tokenizer.chat_template", tmpl));
 
     const RunResult r = gm({"merge", "-q", fixture("kvzoo/t7/kvzoo-00001-of-00007.gguf"), dir / "out.gguf",
                             "--override-kv", "llama.context_length=int:8192", "--remove-kv", "general.name",
-                            "--override-kv", "general.url=str:https://example.org/a,b", "--chat-template-file",
+                            "--override-kv", "general.url=str:https://example.invalid/a,b", "--chat-template-file",
                             dir / "t.jinja"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(gguf_test::sha256_file(dir / "out.gguf"), gguf_test::sha256_hex(join_gguf(want)));

@@ -238,13 +238,13 @@ part_overrides() {
     printf '# a sidecar of the model served as tiny-llama.gguf\ntokenizer.chat_template=str:@fixed.jinja\ngeneral.name=str:tiny-llama-fixed\n' \
       >"$work/src/tiny-llama.gguf.kv"
   }
-  mount_args=(--override-kv "general.url=str:https://example.org/fixed")
+  mount_args=(--override-kv "general.url=str:https://example.invalid/fixed")
   setup_mount
   m=$work/mnt/tiny-llama.gguf
   [ ! -e "$work/mnt/tiny-llama.gguf.kv" ] || die "the sidecar is shown in the mount"
   "$bin" merge -q "$work/src/tiny-llama-00001-of-00003.gguf" "$work/edited.gguf" \
     --override-kv "tokenizer.chat_template=str:@$work/src/fixed.jinja" --override-kv general.name=str:tiny-llama-fixed \
-    --override-kv "general.url=str:https://example.org/fixed"
+    --override-kv "general.url=str:https://example.invalid/fixed"
   [ "$(sha "$m")" = "$(sha "$work/edited.gguf")" ] || die "$m: other bytes than gguf-mount merge with the same edits"
   [ "$(sha "$m")" != "$tiny_merged_sha" ] || die "$m: served without its edits"
   say "$m: the bytes of gguf-mount merge with the same edits"
@@ -261,13 +261,13 @@ part_overrides() {
   out=$(cd "$here" && node gguf-kv.mjs "$m" tokenizer.chat_template general.name general.url)
   python3 -c 'import json, sys
 got = json.loads(sys.argv[1])
-want = {"tokenizer.chat_template": sys.argv[2], "general.name": "tiny-llama-fixed", "general.url": "https://example.org/fixed"}
+want = {"tokenizer.chat_template": sys.argv[2], "general.name": "tiny-llama-fixed", "general.url": "https://example.invalid/fixed"}
 for reader in ("llama", "hf"):
     if got[reader] != want:
         sys.exit(f"{reader}: read {got[reader]!r}, expected {want!r}")' "$out" "$template" ||
     die "$m: a parser read other metadata: $out"
   say "node-llama-cpp readGgufFileInfo and @huggingface/gguf read the new chat template, name and url"
-  (cd "$here" && node gguf-kv.mjs "$work/mnt/kvzoo/kvzoo.gguf" general.url | grep -q '"hf":{"general.url":"https://example.org/fixed"}') ||
+  (cd "$here" && node gguf-kv.mjs "$work/mnt/kvzoo/kvzoo.gguf" general.url | grep -q '"hf":{"general.url":"https://example.invalid/fixed"}') ||
     die "kvzoo/kvzoo.gguf: --override-kv not applied to every model"
   unmount
 }
