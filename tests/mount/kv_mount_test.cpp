@@ -54,16 +54,16 @@ TEST_F(KvMountTest, FlagsApplyToTheMergedSetAndASingleFile) {
     copy_kvzoo(src_);
     gguf_test::copy_file(fixture("tiny-llama/tiny-llama.gguf"), src_ + "/tiny.gguf");
     gguf_test::write_file(src_ + "/README.md", "not a model\n");
-    ASSERT_TRUE(mount({"--override-kv", "general.url=str:https://example.org/x", "--remove-kv", "general.name"}));
+    ASSERT_TRUE(mount({"--override-kv", "general.url=str:https://example.invalid/x", "--remove-kv", "general.name"}));
 
     RawGguf set = kvzoo_merged();
     set.kvs.erase(set.kvs.begin() + static_cast<long>(kv_index(set, "general.name")));
-    set.kvs.push_back(gguf_test::raw_string("general.url", "https://example.org/x"));
+    set.kvs.push_back(gguf_test::raw_string("general.url", "https://example.invalid/x"));
     EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), gguf_test::sha256_hex(join_gguf(set)));
 
     RawGguf tiny = cut_gguf(gguf_test::read_file(fixture("tiny-llama/tiny-llama.gguf")));
     tiny.kvs.erase(tiny.kvs.begin() + static_cast<long>(kv_index(tiny, "general.name")));
-    tiny.kvs.push_back(gguf_test::raw_string("general.url", "https://example.org/x"));
+    tiny.kvs.push_back(gguf_test::raw_string("general.url", "https://example.invalid/x"));
     EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/tiny.gguf"), gguf_test::sha256_hex(join_gguf(tiny)));
     EXPECT_EQ(gguf_test::read_file(mnt_ + "/README.md"), "not a model\n");  // not a GGUF name: as it is
     EXPECT_EQ(unmount_and_wait(), 0) << log();
