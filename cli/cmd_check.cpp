@@ -269,6 +269,9 @@ int run_check(int argc, char** argv) {
     }
     ResolvedSource resolved = resolve_source(source, sopt);
     source = resolved.shown;  // the name in the JSON document of a failure
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    resolved.options.remote.cache_source = resolved.shown;  // what it caches is listed under SOURCE
+#endif
 
     raise_open_file_limit();
     setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr

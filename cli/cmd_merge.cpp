@@ -246,6 +246,7 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     }
     gguf::ensure_absent(output);
     source.options.remote.store_blocks = false;
+    source.options.remote.cache_source = source.shown;  // a trim leaves the blocks it reads alone
     source.connect();
     std::optional<gguf::SplitSet> set(remote::open_remote_set(url, source.context));
     const size_t shard_count = set->shards().size();

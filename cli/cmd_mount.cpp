@@ -294,6 +294,7 @@ int run_mount(int argc, char** argv) {
 #ifdef GGUF_MOUNT_WITH_REMOTE
     if (remote_source) {
         remote::RemoteOptions& ro = resolved.options.remote;
+        ro.cache_source = resolved.shown;  // held for the mount's life: a trim leaves its blocks alone
         // Planning fetches headers (and, under a small --cache-max-size, blocks evicted at once)
         // before the daemonizing fork: no thread may exist then (so.after_daemonize).
         ro.defer_threads = true;

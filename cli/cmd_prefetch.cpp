@@ -37,8 +37,10 @@ const char* const kPrefetchHelpTail =
     "directory URL ending in '/', or hf://ORG/REPO[@REVISION][/PATH] (HF_TOKEN, HF_ENDPOINT).\n"
     "Every block of every file a mount of SOURCE serves (split sets, companions) is fetched,\n"
     "several at a time, into the block cache (--cache-dir, as for mounts; blocks already cached\n"
-    "are not fetched again). Exit status 0 only when every block is cached and SOURCE has no\n"
-    "problem (a file that cannot be read, an incomplete set: what 'check' lists); then\n"
+    "are not fetched again). A SOURCE larger than the cache's bound (--cache-max-size, else 25%\n"
+    "of the cache's file system, at most 100G) is refused before its data is fetched. Exit\n"
+    "status 0 only when every block is cached and SOURCE has no problem (a file that cannot be\n"
+    "read, an incomplete set: what 'check' lists); then\n"
     "'gguf-mount SOURCE MOUNTPOINT --offline --cache-dir DIR' serves every byte with the server\n"
     "down. Files whose sha256 the Hub lists (lfs.oid) are checked whole: on a mismatch their\n"
     "cached blocks are dropped and the exit status is 1 (plain http(s) servers give no digest:\n"
@@ -110,11 +112,33 @@ void throw_sha256_mismatches(const std::vector<std::shared_ptr<const remote::Rem
                       EIO);
 }
 
-int prefetch(const std::string& argument, const SourceOptions& options, bool quiet) {
+/// Throws gguf::Error(Io) with one line when every block of `sources` (with its checksum
+/// record) cannot fit under the cache bound `max_bytes` (0: none) at once: fetching them would
+/// evict what was just fetched. `bound_given`: --cache-max-size was given (else the default
+/// bound is named).
+void check_fits(const std::string& argument, const std::vector<std::shared_ptr<const remote::RemoteSource>>& sources,
+                uint64_t max_bytes, bool bound_given, const std::string& dir) {
+    if (max_bytes == 0) return;
+    uint64_t need = 0;
+    for (const auto& s : sources) need += s->size() + s->block_count() * remote::cache_files::kTrailerSize;
+    if (need <= max_bytes) return;
+    throw gguf::Error(gguf::Code::Io,
+                      remote::url_for_message(argument) + ": needs " + std::to_string(need) + " bytes in the cache " +
+                          dir + ", more than its bound of " + std::to_string(max_bytes) + " bytes (" +
+                          (bound_given ? std::string("--cache-max-size")
+                                       : std::string("the default: 25% of its file system, at most 100G")) +
+                          "); nothing fetched: give a larger --cache-max-size (0: no bound) or another --cache-dir",
+                      EFBIG);
+}
+
+int prefetch(const std::string& argument, SourceOptions options, bool quiet, bool bound_given) {
     ResolvedSource resolved = resolve_source(argument, options);
+    resolved.options.remote.cache_source = resolved.shown;  // a trim leaves what this fetches alone
     std::vector<gguf::Problem> problems;  // files not served: not cached either
     const auto sources = served_sources(&resolved, &problems);
     const std::shared_ptr<remote::RemoteContext>& context = resolved.context;
+    check_fits(argument, sources, context->options().cache_max_bytes, bound_given, context->cache().dir());
+    for (const auto& s : sources) context->cache().keep_whole(s->cache_key());
     // Files whose sha256 is known (the Hub's lfs.oid) are checked whole as their bytes pass.
     for (const auto& s : sources) {
         if (!s->sha256().empty()) std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(s->sha256());
@@ -220,12 +244,13 @@ int run_prefetch(int argc, char** argv) {
         ("pos1", "SOURCE", cxxopts::value<std::string>())
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"pos1", "extra"});
-    add_remote_options(options, "");
+    add_remote_options(options, "", kOfflineCommandOptions | kCacheMaxSizeOption);
     std::string source;
     SourceOptions sopt;
     sopt.remote.readahead_blocks = 0;  // prefetch drives its own fetches
     sopt.hub_digests = true;           // an hf:// first shard: its folder's lfs.oid
     bool quiet = false;
+    bool bound_given = false;
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -242,6 +267,7 @@ int run_prefetch(int argc, char** argv) {
         source = given.front();
         read_remote_options(r, &sopt.remote);
         quiet = r.count("quiet") > 0;
+        bound_given = r.count("cache-max-size") > 0;
     } catch (const cxxopts::exceptions::exception& e) {
         return usage_error("prefetch", e.what());
     } catch (const gguf::Error& e) {
@@ -249,7 +275,7 @@ int run_prefetch(int argc, char** argv) {
         return 1;
     }
     return run_offline(quiet, "interrupted; the blocks fetched so far stay cached",
-                       [&] { return prefetch(source, sopt, quiet); });
+                       [&] { return prefetch(source, sopt, quiet, bound_given); });
 }
 
 }  // namespace gguf_mount::cli

@@ -16,6 +16,10 @@ int run_check(int argc, char** argv);
 /// `gguf-mount prefetch SOURCE [--cache-dir DIR] [-q]` (cli/cmd_prefetch.cpp, remote builds
 /// only): exit 0 when every block of every file SOURCE serves is in the block cache.
 int run_prefetch(int argc, char** argv);
+/// `gguf-mount cache list|trim --max-size N|clear [--cache-dir DIR] [--json]` (cli/cmd_cache.cpp,
+/// remote builds only): exit 0 done, 1 failed or (trim, clear) kept what is in use above the
+/// size asked for, 2 usage error.
+int run_cache(int argc, char** argv);
 
 /// `gguf-mount umount|unmount [--lazy] MOUNTPOINT...` (cli/cmd_umount.cpp, FUSE builds only):
 /// fusermount3 -u [-z] for each gguf-mount mount; exit 0 when all were unmounted, 1 otherwise

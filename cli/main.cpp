@@ -25,15 +25,16 @@ void print_usage() {
         "  gguf-mount merge [options] SHARD1 OUT      merge a split set like gguf-split --merge\n"
         "                                             (SHARD1 may be an http(s):// URL: resumable download)\n"
         "  gguf-mount prefetch [options] URL|hf://... fill the block cache for --offline mounts\n"
+        "  gguf-mount cache list|trim|clear [options] what the block cache holds per source; trim it\n"
         "  gguf-mount umount [--lazy] MOUNTPOINT      unmount (fusermount3 -u; also 'unmount')\n"
         "\n"
         "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
-        "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help', 'umount --help'\n"
-        "for the others.\n",
+        "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help', 'cache --help',\n"
+        "'umount --help' for the others.\n",
         GGUF_MOUNT_VERSION);
 }
 
-constexpr const char* kCommands[] = {"split", "merge", "check", "prefetch", "mount", "umount", "unmount"};
+constexpr const char* kCommands[] = {"split", "merge", "check", "prefetch", "cache", "mount", "umount", "unmount"};
 
 /// Levenshtein distance of `a` and `b` (insert, delete, substitute: 1 each).
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -109,6 +110,7 @@ int run(int argc, char** argv) {
     if (cmd == "check") return run_check(argc - 1, argv + 1);
 #ifdef GGUF_MOUNT_WITH_REMOTE
     if (cmd == "prefetch") return run_prefetch(argc - 1, argv + 1);
+    if (cmd == "cache") return run_cache(argc - 1, argv + 1);
 #endif
     if (cmd == "mount") return run_mount(argc - 1, argv + 1);
 #ifdef GGUF_MOUNT_WITH_FUSE
@@ -119,7 +121,7 @@ int run(int argc, char** argv) {
     if (!guess.empty()) {
         std::fprintf(stderr,
                      "gguf-mount: unknown command '%s' (and no file or directory of that name); did you mean '%s'? "
-                     "(commands: split, merge, check, prefetch, mount, umount; see 'gguf-mount --help')\n",
+                     "(commands: split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help')\n",
                      cmd.c_str(), guess.c_str());
         return 2;
     }

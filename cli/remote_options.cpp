@@ -12,6 +12,10 @@
 #include "gguf/error.hpp"
 #include "gguf/model/split_plan.hpp"
 
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/store/cache.hpp"
+#endif
+
 namespace gguf_mount::cli {
 
 namespace {
@@ -113,8 +117,9 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
             cxxopts::value<std::string>(), "DIR");
     }
     if (which & kCacheMaxSizeOption) {
-        add("cache-max-size", prefix + "bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); least "
-                                       "recently used blocks are evicted (default: unbounded)",
+        add("cache-max-size", prefix + "bound of the cache (blocks and listing records), whole number + M (10^6 "
+                                       "bytes) or G (10^9 bytes), 0 for none; least recently used files are "
+                                       "evicted (default: 25% of the cache's file system, at most 100G)",
             cxxopts::value<std::string>(), "N");
     }
     if (which & kOfflineOption) {
@@ -137,6 +142,11 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
     }
 }
 
+uint64_t parse_cache_size(const std::string& option, const std::string& value) {
+    if (value == "0") return 0;
+    return gguf::parse_split_max_size(value, option);
+}
+
 #ifdef GGUF_MOUNT_WITH_REMOTE
 void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptions* ro) {
     if (parsed.count("cache-dir")) ro->cache_dir = parsed["cache-dir"].as<std::string>();
@@ -144,7 +154,10 @@ void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptio
     ro->http.net_timeout = std::chrono::seconds(std::max(1u, parsed["net-timeout"].as<unsigned>()));
     ro->offline = parsed.count("offline") > 0;
     if (parsed.count("cache-max-size")) {
-        ro->cache_max_bytes = gguf::parse_split_max_size(parsed["cache-max-size"].as<std::string>());
+        ro->cache_max_bytes = parse_cache_size("--cache-max-size", parsed["cache-max-size"].as<std::string>());
+    } else {
+        ro->cache_max_bytes = remote::BlockCache::default_max_bytes(
+            ro->cache_dir.empty() ? remote::BlockCache::default_dir() : ro->cache_dir);
     }
 }
 #endif

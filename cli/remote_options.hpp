@@ -5,6 +5,7 @@
 // (hide_url_secrets), or given in a file.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ std::string read_source_file(const std::string& path);
 std::vector<std::string> source_and_positionals(const cxxopts::ParseResult& parsed,
                                                 const std::vector<std::string>& names);
 
+/// A cache size given to `option` (--cache-max-size, cache trim --max-size): "0" is 0 (no
+/// bound; trim: everything), else gguf::parse_split_max_size's form (500M, 20G). Throws
+/// gguf::Error(BadArgument) naming `option` and the value.
+uint64_t parse_cache_size(const std::string& option, const std::string& value);
+
 /// The remote options a command may take (bits of add_remote_options' `which`).
 enum RemoteOption : unsigned {
     kSourceFileOption = 1u << 0,    ///< --source-file FILE: SOURCE from FILE (read_source_file)
@@ -65,7 +71,8 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix,
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 /// Copies the options add_remote_options added from `parsed` into `ro` (a timeout below 1 s is
-/// taken as 1 s; --cache-max-size as gguf::parse_split_max_size reads it). --revalidate is not
+/// taken as 1 s; --cache-max-size as parse_cache_size reads it, and without it the default bound
+/// of the cache directory, remote::BlockCache::default_max_bytes). --revalidate is not
 /// a RemoteOptions field: the mount reads it. Throws what cxxopts throws for a malformed value,
 /// gguf::Error(BadArgument) for a malformed --cache-max-size.
 void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptions* ro);

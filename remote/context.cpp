@@ -38,7 +38,9 @@ RemoteContext::RemoteContext(RemoteOptions options, std::shared_ptr<Client> clie
       client_(client ? std::move(client) : std::make_shared<HttpClient>(options_.http)),
       store_(options_.cache_dir.empty() ? BlockCache::default_dir() : options_.cache_dir, options_.cache_max_bytes,
              store_options(options_), !options_.defer_threads),
-      prefetcher_(prefetch_options(options_), !options_.defer_threads) {}
+      prefetcher_(prefetch_options(options_), !options_.defer_threads) {
+    if (!options_.cache_source.empty()) cache().claim_source(options_.cache_source);
+}
 
 RemoteContext::~RemoteContext() {
     // No job holds the context (see the class note), so this never runs on its own threads.

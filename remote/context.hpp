@@ -23,6 +23,10 @@ struct RemoteOptions {
     HttpOptions http;
     std::string cache_dir;        ///< "" -> BlockCache::default_dir()
     uint64_t cache_max_bytes = 0; ///< 0: unbounded
+    /// The SOURCE the context reads, as messages show it (no query, no credentials): claimed in
+    /// the cache (BlockCache::claim_source) so `gguf-mount cache` lists what is cached per
+    /// source and never removes what a running process reads. "": no claim.
+    std::string cache_source;
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)

@@ -30,6 +30,7 @@ RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, const std::st
     // the key: such a file's blocks serve this open only.
     std::string key = BlockCache::validates(info.validator) ? BlockCache::object_key(url, info.validator)
                                                             : context_->cache().open_once(url);
+    context_->cache().use_object(key);
     blocks_ = std::make_shared<SourceBlocks>(context_->client(), context_->store(), context_->prefetcher(),
                                              reading_of(context_->options()), url, name_, std::move(key),
                                              std::move(info), size_only);

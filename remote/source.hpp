@@ -51,6 +51,8 @@ public:
 
     /// Number of BlockCache::kBlockSize blocks of the object (the last one may be shorter).
     uint64_t block_count() const noexcept { return blocks_->block_count(); }
+    /// The block cache's key of this object version (BlockCache::object_key or open_once).
+    const std::string& cache_key() const noexcept { return blocks_->key(); }
     /// Length of block `block` in bytes (BlockCache::kBlockSize, less for the last; 0 past the
     /// end).
     uint64_t block_length(uint64_t block) const noexcept { return blocks_->block_length(block); }

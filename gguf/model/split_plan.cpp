@@ -144,8 +144,8 @@ bool all_digits(std::string_view s) {
 
 }  // namespace
 
-uint64_t parse_split_max_size(const std::string& value) {
-    const std::string q = "--split-max-size '" + value + "': ";
+uint64_t parse_split_max_size(const std::string& value, const std::string& option) {
+    const std::string q = option + " '" + value + "': ";
     if (value.empty()) throw Error(Code::BadArgument, q + "expected a whole number followed by M or G, e.g. 2G");
     const char unit = value.back();
     std::string_view number(value.data(), value.size() - 1);

@@ -87,8 +87,9 @@ std::vector<ShardPlan> plan_split(const Header& input, const SplitOptions& optio
 /// The reference reads the number with sscanf("%d") and so takes "1.5G" as 1G and "0x10G" as 0G;
 /// we reject instead of guessing. Throws gguf::Error(Code::BadArgument) with a one-line message
 /// quoting the value for: an empty value, a missing or unknown unit (anything but M or G), a
-/// fraction ("1.5G"), a sign, non-digits, zero, or a value above 2^63 bytes.
-uint64_t parse_split_max_size(const std::string& value);
+/// fraction ("1.5G"), a sign, non-digits, zero, or a value above 2^63 bytes. `option` names the
+/// option in messages (the same sizes are read for --cache-max-size).
+uint64_t parse_split_max_size(const std::string& value, const std::string& option = "--split-max-size");
 
 /// Parses a --split-max-tensors value: a whole number 1..2^31-1 (the reference stores it in an
 /// int). Throws gguf::Error(Code::BadArgument) quoting the value for anything else ("abc", "0",

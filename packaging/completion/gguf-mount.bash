@@ -9,7 +9,7 @@ _gguf_mount() {
     local sub="" cmd=mount
     [ "${#words[@]}" -gt 1 ] && sub="${words[1]}"
     case "$sub" in
-        split|merge|check|prefetch|mount|umount|unmount) cmd=$sub ;;
+        split|merge|check|prefetch|cache|mount|umount|unmount) cmd=$sub ;;
     esac
     # Values of options.
     case "$prev" in
@@ -19,13 +19,13 @@ _gguf_mount() {
             _filedir -d; return ;;
         --ca-cert|--source-file|--chat-template-file|--log-file)
             _filedir; return ;;
-        --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--override-kv|--remove-kv)
+        --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--max-size|--override-kv|--remove-kv)
             return ;;
         -o)
             COMPREPLY=($(compgen -W "allow_other default_permissions nonempty ro" -- "$cur")); return ;;
     esac
     if [ "$cword" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "split merge mount check prefetch umount --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "split merge mount check prefetch cache umount --help --version" -- "$cur"))
         [[ "$cur" != -* ]] && _filedir -d
         return
     fi
@@ -34,6 +34,9 @@ _gguf_mount() {
         return
     fi
     case "$cmd" in
+        cache)
+            [ "$cword" -eq 2 ] && COMPREPLY=($(compgen -W "list trim clear" -- "$cur"))
+            ;;
         umount|unmount)
             # gguf-mount mounts only (mountinfo's mount point, octal escapes left as they are).
             COMPREPLY=($(compgen -W "$(awk '{for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "fuse.gguf-mount") print $5; break }}' /proc/self/mountinfo 2>/dev/null)" -- "$cur"))

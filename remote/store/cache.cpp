@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -31,29 +32,17 @@ namespace gguf_mount::remote {
 
 using cache_files::Dir;
 using cache_files::kTrailerSize;
+using cache_files::hex;
+using cache_files::sha256_hex;
+using cache_inventory::kOncePrefix;
+using cache_inventory::kOwner;
+using cache_inventory::for_each_block_file;
+using cache_inventory::remove_object_dir;
+using cache_inventory::once_dir_is_free;
 
 namespace {
 
 constexpr size_t kCheckChunk = size_t{256} << 10;  // a block is read and checked in pieces of this size
-constexpr const char* kOncePrefix = "once-";
-constexpr const char* kOwner = ".owner";
-
-std::string hex(const unsigned char* p, size_t n) {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (size_t i = 0; i < n; ++i) {
-        out += digits[p[i] >> 4];
-        out += digits[p[i] & 15];
-    }
-    return out;
-}
-
-std::string sha256_hex(const std::string& s) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-    return hex(md, n);
-}
 
 /// A key is a file name we made: hex digits, '-' and lowercase letters, no '/' nor a leading '.'.
 bool valid_key(const std::string& key) {
@@ -69,81 +58,6 @@ std::string block_name(uint64_t block) { return std::to_string(block); }
 
 bool is_temporary(const char* name) { return std::strncmp(name, ".tmp.", 5) == 0; }
 
-/// Calls fn(object_dir, key, name, stat) for every regular file (lstat) of every object directory
-/// of `objects` (at `path`), and bad(key, why) for each entry of `objects` that is not a
-/// trusted directory. Names starting with '.' are temporaries (".tmp.") and owner files.
-template <typename Bad, typename Fn>
-void for_each_block_file(const Dir& objects, const std::string& path, Bad&& bad, Fn&& fn) {
-    int fd = ::openat(objects.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* top = fd >= 0 ? ::fdopendir(fd) : nullptr;
-    if (!top) {
-        if (fd >= 0) ::close(fd);
-        return;
-    }
-    while (dirent* o = ::readdir(top)) {
-        if (o->d_name[0] == '.') continue;
-        std::string why;
-        Dir od = cache_files::open_sub(objects, o->d_name, path + "/" + o->d_name, false, &why);
-        if (!od) {
-            if (!why.empty()) bad(o->d_name, why);
-            continue;
-        }
-        int bfd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR* blocks = bfd >= 0 ? ::fdopendir(bfd) : nullptr;
-        if (!blocks) {
-            if (bfd >= 0) ::close(bfd);
-            continue;
-        }
-        while (dirent* b = ::readdir(blocks)) {
-            if (std::strcmp(b->d_name, ".") == 0 || std::strcmp(b->d_name, "..") == 0) continue;
-            struct stat st {};
-            if (::fstatat(od.fd(), b->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-            fn(od, o->d_name, b->d_name, st);
-        }
-        ::closedir(blocks);
-    }
-    ::closedir(top);
-}
-
-/// Removes the files of object directory `key` of `objects`, then the directory itself.
-void remove_object_dir(const Dir& objects, const std::string& key) noexcept {
-    try {
-        std::string why;
-        Dir od = cache_files::open_sub(objects, key, key, false, &why);
-        if (!od) return;
-        int fd = ::openat(od.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-        if (!d) {
-            if (fd >= 0) ::close(fd);
-            return;
-        }
-        std::vector<std::string> names;
-        while (dirent* e = ::readdir(d)) {
-            struct stat st {};
-            if (::fstatat(od.fd(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
-                names.push_back(e->d_name);
-            }
-        }
-        ::closedir(d);
-        for (const auto& n : names) ::unlinkat(od.fd(), n.c_str(), 0);
-        ::unlinkat(objects.fd(), key.c_str(), AT_REMOVEDIR);
-    } catch (...) {
-    }
-}
-
-/// True when no process holds the .owner lock of the once- directory `od` (or it has none and
-/// is older than an hour: its maker died before taking it).
-bool once_dir_is_free(const Dir& od) {
-    int fd = ::openat(od.fd(), kOwner, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        struct stat st {};
-        return errno == ENOENT && ::fstat(od.fd(), &st) == 0 && st.st_mtime + 3600 < ::time(nullptr);
-    }
-    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
-    ::close(fd);
-    return free;
-}
-
 }  // namespace
 
 BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
@@ -152,20 +66,16 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
         if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(dir_ + ": cannot resolve the cache directory");
         dir_ = std::string(cwd) + "/" + dir_;
     }
-    Dir top = cache_files::open_top(dir_);
-    dir_ += "/v1";
-    root_ = cache_files::open_sub_or_throw(top, "v1", dir_);
-    meta_ = cache_files::open_sub_or_throw(root_, "meta", dir_ + "/meta");
-    listings_ = cache_files::open_sub_or_throw(root_, "listings", dir_ + "/listings");
-    objects_ = cache_files::open_sub_or_throw(root_, "objects", dir_ + "/objects");
-    lock_fd_ = cache_files::open_lock(root_, "lock", dir_ + "/lock");
+    d_ = cache_inventory::open_dirs(dir_, true);
+    dir_ = d_.path;
+    lock_fd_ = cache_files::open_lock(d_.root, "lock", dir_ + "/lock");
     // Count what is there, sweep temporaries older than an hour (left by a killed daemon) and
     // refuse the cache when an object directory is not trusted.
     uint64_t used = 0;
     std::string refused;
     std::set<std::string> once;
     for_each_block_file(
-        objects_, dir_ + "/objects",
+        d_.objects, dir_ + "/objects",
         [&](const char*, const std::string& why) {
             if (refused.empty()) refused = why;
         },
@@ -181,18 +91,19 @@ BlockCache::BlockCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir
         ::close(lock_fd_);
         throw std::runtime_error(refused);
     }
+    for (const cache_inventory::File& r : cache_inventory::records(d_)) used += r.bytes;  // listing and meta records
     // Blocks of single opens whose process is gone.
     for (const auto& key : once) {
         std::string why;
-        Dir od = cache_files::open_sub(objects_, key, key, false, &why);
-        if (od && once_dir_is_free(od)) remove_object_dir(objects_, key);
+        Dir od = cache_files::open_sub(d_.objects, key, key, false, &why);
+        if (od && once_dir_is_free(od)) remove_object_dir(d_.objects, key);
     }
     used_ = used;
 }
 
 BlockCache::~BlockCache() {
     for (const auto& [key, fd] : once_owners_) {
-        remove_object_dir(objects_, key);
+        remove_object_dir(d_.objects, key);
         if (fd >= 0) ::close(fd);
     }
     if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -263,7 +174,7 @@ Dir BlockCache::object_dir(const std::string& key, bool create, int* err) const 
         }
         std::string why;
         int e = 0;
-        Dir od = cache_files::open_sub(objects_, key, dir_ + "/objects/" + key, create, &why, &e);
+        Dir od = cache_files::open_sub(d_.objects, key, dir_ + "/objects/" + key, create, &why, &e);
         if (!od && e == EPERM && !untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
         if (err) *err = e;
         return od;
@@ -508,35 +419,29 @@ void BlockCache::evict() noexcept {
     try {
         std::lock_guard<std::mutex> guard(evict_mutex_);
         ::flock(lock_fd_, LOCK_EX);  // one daemon evicts at a time
-        struct Block {
-            time_t used;
-            uint64_t size;
-            std::string key, name;
-        };
-        std::vector<Block> all;
+        std::vector<cache_inventory::File> all = cache_inventory::files(d_, [&](const std::string& why) {
+            if (!untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
+        });
         uint64_t total = 0;
-        for_each_block_file(
-            objects_, dir_ + "/objects",
-            [&](const char*, const std::string& why) {
-                if (!untrusted_logged_.exchange(true)) spdlog::warn("{}", why);
-            },
-            [&](const Dir&, const char* key, const char* name, const struct stat& st) {
-                if (name[0] == '.') return;  // a temporary or an owner file
-                all.push_back({st.st_mtime, static_cast<uint64_t>(st.st_size), key, name});
-                total += static_cast<uint64_t>(st.st_size);
-            });
-        std::sort(all.begin(), all.end(), [](const Block& a, const Block& b) { return a.used < b.used; });
+        for (const auto& f : all) total += f.bytes;
+        std::set<std::string> whole;
+        {
+            std::lock_guard<std::mutex> lock(keep_mutex_);
+            whole = keep_whole_;
+        }
+        // Least recently used first; blocks of objects kept whole (a prefetch) after all others.
+        auto kept = [&](const cache_inventory::File& f) {
+            return f.kind == cache_inventory::Kind::Block && whole.count(f.dir) > 0;
+        };
+        std::stable_sort(all.begin(), all.end(), [&](const auto& a, const auto& b) {
+            const bool ka = kept(a), kb = kept(b);
+            return ka != kb ? kb : a.used < b.used;
+        });
         const uint64_t target = max_bytes_ / 10 * 9;  // leave room: no sweep per stored block
-        for (const Block& b : all) {
-            if (total <= target) break;
-            Dir od = object_dir(b.key, false);
-            if (!od) continue;
-            int fd = ::openat(od.fd(), b.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-            if (fd < 0) continue;
-            if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // not being read
-                if (::unlinkat(od.fd(), b.name.c_str(), 0) == 0) total -= b.size;
-            }
-            ::close(fd);
+        for (const auto& f : all) {
+            // Kept objects go only while the bound itself is passed, never for the room.
+            if (total <= (kept(f) ? max_bytes_ : target)) break;
+            if (cache_inventory::remove(d_, f)) total -= f.bytes;
         }
         used_ = total;
         ::flock(lock_fd_, LOCK_UN);
@@ -545,8 +450,46 @@ void BlockCache::evict() noexcept {
     }
 }
 
+void BlockCache::keep_whole(const std::string& key) {
+    std::lock_guard<std::mutex> lock(keep_mutex_);
+    keep_whole_.insert(key);
+}
+
+void BlockCache::claim_source(const std::string& name) {
+    claim_ = std::make_unique<cache_inventory::SourceClaim>(d_, name);
+}
+
+void BlockCache::use_object(const std::string& key) const noexcept {
+    if (claim_) claim_->tag("o." + key);
+}
+
+void BlockCache::add_record_bytes(const cache_files::Dir& dir, const std::string& name, uint64_t bytes,
+                                  const char* tag) const noexcept {
+    struct stat st {};
+    const uint64_t old = ::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)
+                             ? static_cast<uint64_t>(st.st_size)
+                             : 0;
+    uint64_t was = used_.load();
+    while (!used_.compare_exchange_weak(was, was + bytes > old ? was + bytes - old : 0)) {
+    }
+    if (claim_) claim_->tag(tag + name);
+}
+
+std::optional<std::string> BlockCache::read_record(const cache_files::Dir& dir, const std::string& name,
+                                                   const char* tag) const {
+    std::optional<std::string> text = cache_files::read_file(dir, name);
+    if (!text) return text;
+    if (claim_) claim_->tag(tag + name);
+    // Recently used (LRU), at most once an hour: a record is read at every open or revalidation.
+    struct stat st {};
+    if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime + 3600 < ::time(nullptr)) {
+        ::utimensat(dir.fd(), name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    }
+    return text;
+}
+
 std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
-    std::optional<std::string> text = cache_files::read_file(meta_, sha256_hex(url_for_message(url)));
+    std::optional<std::string> text = read_record(d_.meta, sha256_hex(url_for_message(url)), "m.");
     if (!text) return std::nullopt;
     std::istringstream in(*text);
     ObjectInfo info;
@@ -560,20 +503,38 @@ std::optional<ObjectInfo> BlockCache::load_meta(const std::string& url) const {
 void BlockCache::save_meta(const std::string& url, const ObjectInfo& info) const noexcept {
     try {
         std::string text = std::to_string(info.size) + "\n" + info.validator + "\n" + std::to_string(info.mtime) + "\n";
-        cache_files::write_durably(meta_, sha256_hex(url_for_message(url)), text);
+        const std::string name = sha256_hex(url_for_message(url));
+        add_record_bytes(d_.meta, name, text.size(), "m.");
+        cache_files::write_durably(d_.meta, name, text);
     } catch (...) {
     }
 }
 
-void BlockCache::save_listing(const std::string& name, const std::string& text) const noexcept {
+void BlockCache::save_listing(const std::string& name, const std::string& text) noexcept {
     try {
-        cache_files::write_durably(listings_, sha256_hex(url_for_message(name)), text);
+        const std::string file = sha256_hex(url_for_message(name));
+        add_record_bytes(d_.listings, file, text.size(), "l.");
+        cache_files::write_durably(d_.listings, file, text);
     } catch (...) {
     }
+    evict_if_over();
 }
 
 std::optional<std::string> BlockCache::load_listing(const std::string& name) const {
-    return cache_files::read_file(listings_, sha256_hex(url_for_message(name)));
+    return read_record(d_.listings, sha256_hex(url_for_message(name)), "l.");
+}
+
+uint64_t BlockCache::default_max_bytes(const std::string& dir) noexcept {
+    // The file system that holds (or will hold) the cache: `dir` or its nearest existing parent.
+    std::string at = dir.empty() ? "/" : dir;
+    struct statvfs fs {};
+    while (::statvfs(at.c_str(), &fs) != 0) {
+        const size_t slash = at.find_last_of('/');
+        if (slash == std::string::npos || at == "/") return kDefaultMaxCap;
+        at = slash == 0 ? "/" : at.substr(0, slash);
+    }
+    const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+    return std::min<uint64_t>(size / 100 * kDefaultMaxPercent + size % 100 * kDefaultMaxPercent / 100, kDefaultMaxCap);
 }
 
 }  // namespace gguf_mount::remote

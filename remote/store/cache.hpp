@@ -9,6 +9,8 @@
 //                                    16-byte checksum record (cache_files::BlockChecksum)
 //   DIR/v1/objects/once-<hex>/       blocks of one open of a file whose server sends no validator
 //                                    (.owner is flock()ed while the open lives; swept once free)
+//   DIR/v1/sources/<sha256(name)>/   the SOURCE a process reads, its lock (LOCK_SH while it reads
+//                                    it) and what it used (remote/store/cache_inventory.hpp)
 // where key = sha256(without credentials or query URL + "\n" + validator): a changed remote file has a new key, so
 // old and new blocks never mix.
 //
@@ -30,6 +32,10 @@
 // bytes, readers hold flock(LOCK_SH) on a block file while reading it, and eviction (under the
 // DIR lock) skips blocks that are locked.
 //
+// Bound (max_bytes): the block files and the listing and meta records count (st_size), and go
+// least recently used first (mtime: written, or last read). A block is touched when read and
+// more than 10 s old, a record when read and more than an hour old.
+//
 // Block size: 4 MiB. It equals the FUSE readahead window the mount sets (fs/session.hpp
 // kDefaultReadaheadKb), so a sequential reader's window is one request to the server, and the
 // per-request overhead (one round trip, headers) is small against a 4 MiB transfer even on a slow
@@ -42,12 +48,15 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "remote/store/cache_files.hpp"
+#include "remote/store/cache_inventory.hpp"
 #include "remote/client.hpp"
 
 namespace gguf_mount::remote {
@@ -55,9 +64,13 @@ namespace gguf_mount::remote {
 class BlockCache {
 public:
     static constexpr uint64_t kBlockSize = uint64_t{4} << 20;
+    /// The default bound (default_max_bytes): this share of the file system, in percent ...
+    static constexpr uint64_t kDefaultMaxPercent = 25;
+    /// ... and never more than this (100G, in the units of --cache-max-size: 10^9 bytes).
+    static constexpr uint64_t kDefaultMaxCap = uint64_t{100} * 1000000000;
 
     /// Opens (creating with mode 0700 what is missing) the cache in `dir`. `max_bytes` bounds the
-    /// sum of the block files (0: unbounded). Throws std::runtime_error with one line naming the
+    /// sum of the block files and records (0: unbounded). Throws std::runtime_error with one line naming the
     /// directory or file when it cannot be created or opened, or is not trusted: `dir`, v1/,
     /// meta/, listings/, objects/ or an object directory that is not a directory owned by
     /// geteuid() without group/other write bits (the line says chown or chmod 0700), or a
@@ -72,6 +85,27 @@ public:
     /// /var/cache/gguf-mount for the system unit), else $XDG_CACHE_HOME/gguf-mount, else
     /// $HOME/.cache/gguf-mount, else /var/cache/gguf-mount. Relative values are ignored.
     static std::string default_dir();
+
+    /// The bound of a cache in `dir` when none is given: kDefaultMaxPercent of the size of the
+    /// file system holding `dir` (or its nearest existing parent), at most kDefaultMaxCap. A
+    /// quarter keeps the cache a guest on a disk that holds other things; the cap holds a 70B
+    /// model at 8 bits (about 75 GB) and keeps a cache on a large shared volume from growing
+    /// without end. kDefaultMaxCap when no parent can be examined. Never throws.
+    static uint64_t default_max_bytes(const std::string& dir) noexcept;
+
+    /// Records that this process reads the SOURCE shown as `name` (no query, no credentials)
+    /// for the cache's life: its record under sources/ holds a shared lock that `gguf-mount
+    /// cache trim|clear` respect, and the objects (use_object) and records this cache reads or
+    /// writes from now on are tagged as its (cache_inventory::SourceClaim). Call once, before
+    /// any source is opened. Throws only std::bad_alloc.
+    void claim_source(const std::string& name);
+    /// Tags object `key` as read for the claimed source (nothing without a claim). Never throws.
+    void use_object(const std::string& key) const noexcept;
+    /// Asks eviction to remove the blocks of object `key` only while the cache is over its
+    /// bound with every other file gone, never to make room below it (a prefetch that fits
+    /// under the bound never evicts what it fetched). For this cache's life. Throws only
+    /// std::bad_alloc.
+    void keep_whole(const std::string& key);
 
     /// The key of a version of a remote object: hex sha256 of "URL\nVALIDATOR" (URL as url_for_message gives it).
     static std::string object_key(const std::string& url, const std::string& validator);
@@ -145,8 +179,8 @@ public:
     /// Never throws.
     void remove(const std::string& key, uint64_t block) noexcept;
 
-    /// Evicts least recently used blocks not being read when the cache is over its bound (down
-    /// to 90 % of it). Never throws.
+    /// Evicts least recently used blocks not being read, and records, when the cache is over
+    /// its bound (down to 90 % of it; keep_whole() objects last). Never throws.
     void evict_if_over() noexcept;
 
     /// Copies bytes [offset, offset + len) of the staged temporary `tmp` (stage()'s name) into
@@ -163,13 +197,13 @@ public:
     /// stored under DIR/v1/listings/ as the hex sha256 of `name` (a URL's query string and
     /// credentials are dropped first, url_for_message; the name is hashed, never stored).
     /// Written durably (temporary + fdatasync + rename); errors are ignored (a later --offline
-    /// mount then lacks it).
-    void save_listing(const std::string& name, const std::string& text) const noexcept;
+    /// mount then lacks it). Counted by the bound (then evict_if_over()).
+    void save_listing(const std::string& name, const std::string& text) noexcept;
     /// The record saved under `name`, or nullopt when there is none.
     std::optional<std::string> load_listing(const std::string& name) const;
 
     const std::string& dir() const noexcept { return dir_; }
-    /// Bytes of block files counted so far (an estimate between evictions).
+    /// Bytes of block files and records counted so far (an estimate between evictions).
     uint64_t used_bytes() const noexcept { return used_.load(); }
 
 private:
@@ -187,10 +221,17 @@ private:
     int verify(const cache_files::Dir& od, const std::string& key, uint64_t block, int fd, const struct stat& st,
                uint64_t block_len, uint64_t offset, size_t len, char* dst) const noexcept;
     void evict() noexcept;
+    /// Counts a record `name` of `dir` about to be rewritten with `bytes` bytes (minus its old
+    /// size) and tags it (`tag` + name) for the claimed source. Never throws.
+    void add_record_bytes(const cache_files::Dir& dir, const std::string& name, uint64_t bytes,
+                          const char* tag) const noexcept;
+    /// A record's bytes (nullopt when absent), tagged for the claimed source and touched (LRU).
+    std::optional<std::string> read_record(const cache_files::Dir& dir, const std::string& name,
+                                           const char* tag) const;
 
     std::string dir_;   // DIR/v1
     uint64_t max_bytes_;
-    cache_files::Dir root_, objects_, meta_, listings_;
+    cache_inventory::Dirs d_;
     int lock_fd_ = -1;  // DIR/v1/lock
     mutable std::atomic<uint64_t> used_{0};  // mutable: a read that drops a bad block uncounts it
     std::mutex evict_mutex_;
@@ -200,6 +241,9 @@ private:
     mutable std::atomic<bool> untrusted_logged_{false};
     std::mutex once_mutex_;
     std::map<std::string, int> once_owners_;  // open_once() key -> its flock()ed .owner
+    std::unique_ptr<cache_inventory::SourceClaim> claim_;
+    std::mutex keep_mutex_;
+    std::set<std::string> keep_whole_;
 };
 
 }  // namespace gguf_mount::remote

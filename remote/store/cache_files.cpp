@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 #include <xxhash.h>
 
 #include <atomic>
@@ -45,6 +46,23 @@ std::string open_failure(int parent, const std::string& name, const std::string&
 }
 
 }  // namespace
+
+std::string hex(const unsigned char* p, size_t n) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+        out += digits[p[i] >> 4];
+        out += digits[p[i] & 15];
+    }
+    return out;
+}
+
+std::string sha256_hex(const std::string& s) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
+    return hex(md, n);
+}
 
 std::string untrusted_dir(const std::string& path, const struct stat& st) {
     if (!S_ISDIR(st.st_mode)) {

@@ -19,6 +19,12 @@
 
 namespace gguf_mount::remote::cache_files {
 
+/// `n` bytes of `p` as lowercase hex digits (2 per byte).
+std::string hex(const unsigned char* p, size_t n);
+
+/// The SHA-256 (OpenSSL EVP) of `s` as 64 lowercase hex digits: the file names of the cache.
+std::string sha256_hex(const std::string& s);
+
 /// Why a directory whose lstat/fstat is `st` (at `path`) is not trusted, as one line naming it and
 /// the fix (chown / chmod 0700 / remove it), or "" when it is trusted: a directory owned by
 /// geteuid() with no group or other write bit.

@@ -19,7 +19,7 @@ TEST(ManPage, HelpLinesStartingWithAQuoteOrADotAreGuarded) {
     const std::string page = man_page_source();
     ASSERT_FALSE(page.empty()) << "build/packaging/gguf-mount.1 was not generated (help2man)";
     size_t guarded = 0;
-    for (const char* cmd : {"split", "merge", "mount", "check", "prefetch", "umount"}) {
+    for (const char* cmd : {"split", "merge", "mount", "check", "prefetch", "cache", "umount"}) {
         auto r = gguf_test::run({gguf_test::gguf_mount_binary(), cmd, "--help"});
         std::istringstream lines(r.out);
         for (std::string line; std::getline(lines, line);) {
@@ -33,7 +33,7 @@ TEST(ManPage, HelpLinesStartingWithAQuoteOrADotAreGuarded) {
 
 TEST(ManPage, HasTheSectionsUsersLookFor) {
     const std::string page = man_page_source();
-    for (const char* section : {".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH FILES", ".SH \"SEE ALSO\"", ".SH UMOUNT"}) {
+    for (const char* section : {".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH FILES", ".SH \"SEE ALSO\"", ".SH UMOUNT", ".SH CACHE"}) {
         EXPECT_NE(page.find(section), std::string::npos) << section;
     }
     for (const char* name : {"HF_TOKEN_PATH", "HF_ENDPOINT", "XDG_CACHE_HOME", "CACHE_DIRECTORY", "fusermount3",

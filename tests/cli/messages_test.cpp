@@ -38,7 +38,7 @@ TEST(CliMessages, MistypedCommandIsUnknownAndTheClosestIsSuggested) {
         EXPECT_EQ(r.exit_code, 2) << typed;
         EXPECT_EQ(r.err, "gguf-mount: unknown command '" + typed +
                              "' (and no file or directory of that name); did you mean '" + meant +
-                             "'? (commands: split, merge, check, prefetch, mount, umount; see 'gguf-mount --help')\n");
+                             "'? (commands: split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help')\n");
     }
     // A word close to no command is taken as SOURCE, which does not exist.
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "no-such-models", "b"});
