@@ -127,7 +127,7 @@ void check_fits(const std::string& argument, const std::vector<std::shared_ptr<c
                           dir + ", more than its bound of " + std::to_string(max_bytes) + " bytes (" +
                           (bound_given ? std::string("--cache-max-size")
                                        : std::string("the default: 25% of its file system, at most 100G")) +
-                          "); nothing fetched: give a larger --cache-max-size (0: no bound) or another --cache-dir",
+                          "); its data was not fetched: give a larger --cache-max-size (0: no bound) or another --cache-dir",
                       EFBIG);
 }
 

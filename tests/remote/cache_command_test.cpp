@@ -64,10 +64,11 @@ size_t count_files(const std::string& dir) {
     return n;
 }
 
-/// Bytes of the regular files below `dir`.
+/// Bytes of the regular files below `dir` (or of `dir` itself when it is a file).
 uint64_t bytes_below(const std::string& dir) {
     uint64_t n = 0;
     if (!std::filesystem::exists(dir)) return 0;
+    if (std::filesystem::is_regular_file(dir)) return std::filesystem::file_size(dir);
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
         if (e.is_regular_file() && e.path().filename().string()[0] != '.') n += e.file_size();
     }
@@ -243,9 +244,28 @@ TEST_F(CacheCommand, TrimAndClearKeepTheBlocksOfARunningMountWhileItReads) {
 
 TEST_F(CacheCommand, ClearEmptiesTheCache) {
     ASSERT_NO_FATAL_FAILURE(prefetch("a"));
-    ASSERT_NO_FATAL_FAILURE(prefetch("b"));
+    // A directory source: its listing record is counted under it, and cleared too.
+    const std::string dir_url = nginx_->base_url() + "/json/b/";
+    auto r = gm({"prefetch", "-q", "--cache-dir", cache_, dir_url});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_GT(count_files(cache_ + "/v1/objects"), 0u);
-    auto r = gm({"cache", "clear", "--json", "--cache-dir", cache_});
+    ASSERT_EQ(count_files(cache_ + "/v1/listings"), 1u);
+    {
+        const nlohmann::json j = list();
+        ASSERT_EQ(j["sources"].size(), 2u) << j.dump();
+        const size_t d = j["sources"][0]["source"] == dir_url ? 0 : 1;
+        ASSERT_EQ(j["sources"][d]["source"], dir_url);
+        uint64_t meta = 0;  // the meta records of b's three shard URLs
+        for (int k = 1; k <= 3; ++k) {
+            meta += bytes_below(cache_ + "/v1/meta/" +
+                                gguf_test::sha256_hex(dir_url + "dense-0000" + std::to_string(k) + "-of-00003.gguf"));
+        }
+        EXPECT_GT(meta, 0u);
+        EXPECT_EQ(j["sources"][d]["bytes"].get<uint64_t>(),
+                  model_bytes_["b"] + 6 * 16 + bytes_below(cache_ + "/v1/listings") + meta);
+        EXPECT_EQ(j["total"]["records"], 7);  // 6 meta records (3 shards each) and 1 listing
+    }
+    r = gm({"cache", "clear", "--json", "--cache-dir", cache_});
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const auto t = nlohmann::json::parse(r.out);
     EXPECT_EQ(t["bytes_left"], 0);
