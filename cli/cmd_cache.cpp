@@ -91,7 +91,7 @@ int list(const remote::CacheAdmin& admin, const std::string& dir, bool json) {
                                     {"in_use", s.in_use}});
         }
         j["total"] = {{"sources", r.sources.size()}, {"objects", r.objects}, {"bytes", r.bytes}, {"records", r.records}};
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
         return 0;
     }
     if (!admin.exists() || r.sources.empty()) {
@@ -122,7 +122,7 @@ int trim(remote::CacheAdmin& admin, const std::string& dir, uint64_t max_bytes, 
         j["bytes_left"] = o.bytes_left;
         j["in_use_bytes"] = o.in_use_bytes;
         j["in_use"] = o.in_use;
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
         std::printf("%s: removed %zu file(s), %s; %s left\n", gguf::escape(dir).c_str(), o.removed_files,
                     human(o.removed_bytes).c_str(), human(o.bytes_left).c_str());
