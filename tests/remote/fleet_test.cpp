@@ -240,6 +240,24 @@ TEST_F(Fleet, FourS3NodesBehindOneSigningCachingTierFetchEachByteFromTheBucketOn
         origin_bytes += e.entry.body_bytes_sent;
     }
     expect_fleet_figures(origin_bytes, "s3");
+
+    // A listing (what s3:// sends for a prefix: ListObjectsV2) is signed and passed through, never
+    // answered from the cache; a write is refused by the tier and never reaches the bucket.
+    s3.clear_access_log();
+    for (int k = 0; k < 2; ++k) {
+        auto r = remote_test::http_get(tier_url() + "/models?list-type=2&prefix=team%20a%2F&delimiter=%2F");
+        EXPECT_EQ(r.status, 200) << r.body;
+        EXPECT_NE(r.body.find("<Prefix>" + prefix + "/</Prefix>"), std::string::npos) << r.body;
+    }
+    remote_test::HttpRequest put;
+    put.method = "PUT";
+    EXPECT_EQ(remote_test::http_get(source, put).status, 403);
+    const auto listed = s3.wait_access_log(2);
+    ASSERT_EQ(listed.size(), 2u);
+    for (const auto& e : listed) {
+        EXPECT_EQ(e.verdict, "verified") << e.entry.request_line;
+        EXPECT_NE(e.entry.uri.find("list-type=2"), std::string::npos) << e.entry.request_line;
+    }
 }
 
 // The tier's signer against AWS's published example (ListObjectsV2-style GET with a query, the

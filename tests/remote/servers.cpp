@@ -513,6 +513,7 @@ HttpResponse http_get(const std::string& url, const HttpRequest& request) {
     if (!request.range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, request.range.c_str());
     if (!request.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, request.ca_file.c_str());
     if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (!request.method.empty()) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     auto t0 = std::chrono::steady_clock::now();
     r.curl_code = static_cast<int>(curl_easy_perform(curl));
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -240,6 +240,7 @@ struct HttpRequest {
     std::string ca_file;                  // CURLOPT_CAINFO when not empty
     long timeout_ms = 20000;              // CURLOPT_TIMEOUT_MS
     bool head = false;                    // HEAD instead of GET
+    std::string method;                   // another method ("PUT", "DELETE"; no body), "" = GET/HEAD
 };
 
 /// One GET (or HEAD) with libcurl, test side: a reference client independent of remote/.
