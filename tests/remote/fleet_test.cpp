@@ -92,8 +92,9 @@ protected:
     std::string tier_url() const { return "http://127.0.0.1:" + std::to_string(tier_port_); }
 
     /// Mounts `source` on every node (own cache each), reads the merged model on all of them at
-    /// the same time, checks its sha256 and unmounts.
-    void read_on_every_node(const std::string& source) {
+    /// the same time, checks its sha256 (and those of `also`: path in the mount -> sha256) and
+    /// unmounts.
+    void read_on_every_node(const std::string& source, const std::map<std::string, std::string>& also = {}) {
         for (int i = 0; i < kNodes; ++i) {
             fs::create_directories(mount_point(i));
             ASSERT_TRUE(daemons_[i].start({gguf_test::gguf_mount_binary(), source, mount_point(i), "-f", "--cache-dir",
@@ -106,6 +107,9 @@ protected:
         for (int i = 0; i < kNodes; ++i)
             reads.push_back(std::async(std::launch::async, [this, i] { return gguf_test::sha256_file(mount_point(i) + "/fleet.gguf"); }));
         for (int i = 0; i < kNodes; ++i) EXPECT_EQ(reads[i].get(), want_) << "node " << i << ": " << log_of(i);
+        for (int i = 0; i < kNodes; ++i)
+            for (const auto& [path, sha] : also)
+                EXPECT_EQ(gguf_test::sha256_file(mount_point(i) + "/" + path), sha) << path << " on node " << i;
         for (int i = 0; i < kNodes; ++i) EXPECT_EQ(daemons_[i].stop(mount_point(i)), std::optional<int>(0)) << log_of(i);
     }
 
@@ -170,6 +174,11 @@ TEST_F(Fleet, FourHubNodesBehindOneCachingTierFetchEachByteFromTheHubAndItsCdnOn
     remote_test::HubRepoSpec spec;
     spec.required_token = "hf_fleet_token";
     for (const auto& s : shards_) spec.files.push_back({fs::path(s).filename().string(), s, true});
+    // A small non-LFS file: the Hub answers its resolve with a relative 307 to its own
+    // /api/resolve-cache/ (the tier follows it on the Hub, with the token).
+    const std::string readme = gguf_test::fixture("tiny-llama/README.md");
+    spec.files.push_back({"README.md", readme, false});
+    spec.relative_redirects = true;
     ASSERT_GE(spec.files.size(), spec.page_size + 1) << "the tree must take several pages (Link rewritten)";
     remote_test::HubEmulation hub(spec);
     std::string error;
@@ -180,7 +189,8 @@ TEST_F(Fleet, FourHubNodesBehindOneCachingTierFetchEachByteFromTheHubAndItsCdnOn
     ::setenv("HF_ENDPOINT", tier_url().c_str(), 1);
     ::setenv("HF_TOKEN", "hf_fleet_token", 1);
 
-    ASSERT_NO_FATAL_FAILURE(read_on_every_node("hf://" + spec.org + "/" + spec.repo));
+    ASSERT_NO_FATAL_FAILURE(
+        read_on_every_node("hf://" + spec.org + "/" + spec.repo, {{"README.md", gguf_test::sha256_file(readme)}}));
 
     const auto api = hub.api().wait_access_log(1);
     const auto cdn = hub.cdn().wait_access_log(1);
@@ -191,8 +201,8 @@ TEST_F(Fleet, FourHubNodesBehindOneCachingTierFetchEachByteFromTheHubAndItsCdnOn
         EXPECT_NE(e.status, 401) << e.request_line;
         resolves += e.uri.find("/resolve/") != std::string::npos;
     }
-    // The redirects are cached per path: one resolve per shard, not one per slice.
-    EXPECT_LE(resolves, shards_.size());
+    // The redirects are cached per path: one resolve per file, not one per slice.
+    EXPECT_LE(resolves, spec.files.size());
     for (const auto& e : cdn) EXPECT_FALSE(e.has_authorization()) << e.request_line << ": a token went to the CDN";
     // Every tree page came through the tier: its next links point at the tier, not the Hub.
     size_t pages = 0;
