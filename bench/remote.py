@@ -153,8 +153,8 @@ http {{
         time.sleep(0.1)
 
     # ---- mounts ------------------------------------------------------------------------------
-    def mount(self, source, cache, gm=None, wait_name=None):
-        mnt = os.path.join(self.run_dir, "mnt")
+    def mount(self, source, cache, gm=None, wait_name=None, mnt=None):
+        mnt = mnt or os.path.join(self.run_dir, "mnt")
         os.makedirs(mnt, exist_ok=True)
         with open(os.path.join(self.run_dir, "mounts"), "a") as f:
             f.write(mnt + "\n")
@@ -180,8 +180,8 @@ http {{
             time.sleep(0.0005)
         return p, path, time.monotonic() - t0
 
-    def umount(self, p):
-        mnt = os.path.join(self.run_dir, "mnt")
+    def umount(self, p, mnt=None):
+        mnt = mnt or os.path.join(self.run_dir, "mnt")
         subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
         try:
             p.wait(timeout=600)  # the daemon commits (fdatasync + rename) every staged block first
@@ -521,6 +521,78 @@ http {{
         self.results["ttft"] = r
         log("ttft: %s" % json.dumps({k: v for k, v in r.items() if k != "runs"}))
 
+    def row_fleet(self):
+        """4 daemons (own caches) read the dense model at the same time through one nginx slice
+        cache configured with docs/fleet/http.conf, against one daemon reading it from the origin."""
+        import threading
+        shards = self.shards("dense")
+        first = self.url(shards[0])
+        nodes = 4
+        td = os.path.join(self.run_dir, "tier")
+        shutil.rmtree(td, ignore_errors=True)
+        os.makedirs(os.path.join(td, "cache"))
+        tier_port = free_port()
+        conf = open(os.path.join(REPO, "docs", "fleet", "http.conf")).read()
+        for k, v in {"LISTEN": "127.0.0.1:%d" % tier_port, "ORIGIN": "http://127.0.0.1:%d" % self.port,
+                     "CACHE_DIR": td + "/cache", "CACHE_SIZE": "100g"}.items():
+            conf = conf.replace("@%s@" % k, v)
+        with open(os.path.join(td, "fleet.conf"), "w") as f:
+            f.write(conf)
+        with open(os.path.join(td, "nginx.conf"), "w") as f:
+            # as root, workers that write the cache and temp files as root too (the dirs are root's)
+            f.write(("user root;\n" if os.geteuid() == 0 else "") + f"""daemon off; worker_processes 2; pid {td}/nginx.pid; error_log {td}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off; sendfile on; keepalive_requests 100000;
+  client_body_temp_path {td}; proxy_temp_path {td}; fastcgi_temp_path {td}; uwsgi_temp_path {td}; scgi_temp_path {td};
+  include {td}/fleet.conf;
+}}
+""")
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        tier = subprocess.Popen([nginx, "-c", td + "/nginx.conf", "-p", td + "/", "-e", td + "/error.log"])
+        with open(os.path.join(self.run_dir, "pids"), "a") as f:
+            f.write("%d\n" % tier.pid)
+        try:
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", tier_port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            self.reset_log()
+            n, direct_s, _ = self.remote_cold(first)
+            direct_bytes = self.sent_bytes()
+            self.reset_log()
+            drop_caches()
+            caches = [os.path.join(self.data, "tmp", "fleet-cache%d" % i) for i in range(nodes)]
+            mnts = [os.path.join(self.run_dir, "fleet-mnt%d" % i) for i in range(nodes)]
+            for c in caches:
+                shutil.rmtree(c, ignore_errors=True)
+            tier_first = first.replace("127.0.0.1:%d" % self.port, "127.0.0.1:%d" % tier_port)
+            t0 = time.monotonic()
+            daemons = [self.mount(tier_first, caches[i], mnt=mnts[i]) for i in range(nodes)]
+            got = [0] * nodes
+            def read(i):
+                got[i] = self.read_all(daemons[i][1])[0]
+            threads = [threading.Thread(target=read, args=(i,)) for i in range(nodes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            fleet_s = time.monotonic() - t0
+            for i in range(nodes):
+                self.umount(daemons[i][0], mnts[i])
+            if any(g != n for g in got):
+                raise RuntimeError("fleet: a node read %s bytes, not %d" % (got, n))
+            origin = self.sent_bytes()
+        finally:
+            tier.terminate()
+            tier.wait()
+        r = {"nodes": nodes, "merged_bytes": n, "origin_bytes": origin, "origin_ratio": origin / n,
+             "direct_bytes": direct_bytes, "direct_s": direct_s, "fleet_s": fleet_s, "time_ratio": fleet_s / direct_s}
+        self.results["fleet"] = r
+        log("fleet: %s" % json.dumps(r))
+
     # ---- report ------------------------------------------------------------------------------
     def report(self):
         name = self.a.name or ("remote-quick" if self.a.quick else "remote-" + platform.release())
@@ -583,6 +655,12 @@ http {{
                 for k, v in c["ratio"].items():
                     lines.append("| time to first token, %.2f GiB llama in %d shards, cold: mount URL vs %s | %.1f s | %.1f s | %.2fx |" % (
                         c["model_bytes"] / 2**30, c["shards"], label[k], c["median_s"]["mount"], c["median_s"][k], v))
+        if "fleet" in R:
+            c = R["fleet"]
+            lines.append("| fleet: %d nodes through one nginx slice cache (docs/fleet/http.conf), %.2f GiB: origin bytes / model | %.2fx | 1 node direct %.2fx | |" % (
+                c["nodes"], c["merged_bytes"] / 2**30, c["origin_ratio"], c["direct_bytes"] / c["merged_bytes"]))
+            lines.append("| fleet: time until all %d nodes read it, cold, vs 1 node direct | %.1f s | %.1f s | %.2fx |" % (
+                c["nodes"], c["fleet_s"], c["direct_s"], c["time_ratio"]))
         lines += ["", "Cold: page cache dropped before every run, block cache emptied. The gguf-mount time runs from "
                   "the mount to the last byte read (what a loading client waits for); 'until durable' runs on until "
                   "the daemon has exited after the unmount, every block committed (fdatasync + rename) to the cache "
@@ -612,7 +690,7 @@ def main():
     ap.add_argument("--name", default=None)
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--rate-mb", type=int, default=50, help="nginx limit_rate per connection, MiB/s")
-    ap.add_argument("--rows", default="cold,cdn,remount,open1200,rss,merge,ttft")
+    ap.add_argument("--rows", default="cold,cdn,remount,open1200,rss,merge,ttft,fleet")
     a = ap.parse_args()
     if a.runs is None:
         a.runs = 1 if a.quick else 3

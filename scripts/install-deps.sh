@@ -10,6 +10,7 @@ packages=(
   libgtest-dev nlohmann-json3-dev libssl-dev help2man
   libcurl4-openssl-dev libxml2-dev libxxhash-dev
   nginx-light openssl python3
+  libnginx-mod-http-js  # njs: the S3 fleet tier signs with it (docs/fleet/s3.conf; its test skips without)
   acl  # setfacl: the POSIX ACL permission tests (skipped without it)
 )
 

@@ -76,6 +76,8 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.range = str_field(j, "range");
         e.authorization = str_field(j, "authorization");
         e.accept_encoding = str_field(j, "accept_encoding");
+        e.cache_control = str_field(j, "cache_control");
+        e.pragma = str_field(j, "pragma");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
         e.seq = to_u64(j.value("seq", nlohmann::json(0)));
@@ -108,12 +110,22 @@ size_t count_data_requests(const std::vector<AccessEntry>& log) {
 
 ChildProcess::~ChildProcess() { stop(); }
 
-bool ChildProcess::start(const std::vector<std::string>& argv, const std::string& log_path, std::string* error) {
+bool ChildProcess::start(const std::vector<std::string>& argv, const std::string& log_path, std::string* error,
+                         const std::vector<std::string>& env) {
     // Everything the child needs is prepared before fork: between fork and exec it makes only
     // async-signal-safe calls (the test process has threads).
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) {
+        const std::string entry(*e);
+        const std::string name = entry.substr(0, entry.find('='));
+        bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& x) { return x.rfind(name + "=", 0) == 0; });
+        if (!replaced) envp.push_back(*e);
+    }
+    for (const auto& x : env) envp.push_back(const_cast<char*>(x.c_str()));
+    envp.push_back(nullptr);
     int report[2];  // the child writes exec's errno here; closed by a successful exec
     if (::pipe2(report, O_CLOEXEC) != 0) {
         if (error) *error = std::string("pipe: ") + std::strerror(errno);
@@ -134,7 +146,7 @@ bool ChildProcess::start(const std::vector<std::string>& argv, const std::string
             (void)!::write(report[1], &e, sizeof e);
             ::_exit(127);
         }
-        ::execv(args[0], args.data());
+        ::execve(args[0], args.data(), envp.data());
         int e = errno;
         (void)!::write(report[1], &e, sizeof e);
         ::_exit(127);
@@ -270,6 +282,7 @@ std::string NginxServer::config_text() const {
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     std::ostringstream c;
     if (::geteuid() == 0) c << "user root;\n";
+    c << options_.extra_main_config << "\n";
     c << "daemon off;\n"
       << "worker_processes " << options_.worker_processes << ";\n"
       << "pid " << p << "/nginx.pid;\n"
@@ -286,6 +299,7 @@ std::string NginxServer::config_text() const {
       << "  log_format gguf_json escape=json '{\"port\":\"$server_port\",\"method\":\"$request_method\","
          "\"uri\":\"$request_uri\",\"request\":\"$request\",\"status\":\"$status\",\"range\":\"$http_range\","
          "\"authorization\":\"$http_authorization\",\"accept_encoding\":\"$http_accept_encoding\","
+         "\"cache_control\":\"$http_cache_control\",\"pragma\":\"$http_pragma\","
          "\"bytes_sent\":\"$bytes_sent\","
          "\"body_bytes_sent\":\"$body_bytes_sent\"}';\n"
       << "  access_log " << p << "/access.log gguf_json;\n"
@@ -336,7 +350,7 @@ bool NginxServer::start(std::string* error) {
         std::error_code ec;
         fs::remove(dir_ / "error.log", ec);
         if (!process_.start({nginx, "-c", conf, "-p", dir_.path() + "/", "-e", dir_ / "error.log"},
-                            dir_ / "stdout.log", error))
+                            dir_ / "stdout.log", error, options_.environment))
             return false;
         auto deadline = std::chrono::steady_clock::now() + 10s;
         bool up = false;
@@ -499,6 +513,7 @@ HttpResponse http_get(const std::string& url, const HttpRequest& request) {
     if (!request.range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, request.range.c_str());
     if (!request.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, request.ca_file.c_str());
     if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (!request.method.empty()) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     auto t0 = std::chrono::steady_clock::now();
     r.curl_code = static_cast<int>(curl_easy_perform(curl));
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -29,6 +29,8 @@ struct AccessEntry {
     std::string range;            // the Range header as sent, "" when absent ("bytes=0-99")
     std::string authorization;    // the Authorization header as sent, "" when absent
     std::string accept_encoding;  // the Accept-Encoding header as sent, "" when absent
+    std::string cache_control;    // nginx: the Cache-Control header as sent, "" when absent
+    std::string pragma;           // nginx: the Pragma header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
     uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0
@@ -55,8 +57,10 @@ public:
     ChildProcess& operator=(const ChildProcess&) = delete;
     ~ChildProcess();
 
-    /// Starts argv (argv[0] is a path). Returns false with *error set when it cannot be spawned.
-    bool start(const std::vector<std::string>& argv, const std::string& log_path, std::string* error);
+    /// Starts argv (argv[0] is a path) with this process's environment plus `env` ("NAME=VALUE",
+    /// replacing a variable of the same name). Returns false with *error set when it cannot be spawned.
+    bool start(const std::vector<std::string>& argv, const std::string& log_path, std::string* error,
+               const std::vector<std::string>& env = {});
     /// True while the child has not exited (reaps it without blocking when it has).
     bool running();
     /// Stops and reaps the child; returns its exit status (128 + signal) or nullopt if none ran.
@@ -91,6 +95,10 @@ struct NginxOptions {
     std::string extra_server_config;
     /// Raw nginx directives placed in the http block before the server blocks (e.g. `map`).
     std::string extra_http_config;
+    /// Raw nginx directives placed in the main context (e.g. `load_module`, `env`).
+    std::string extra_main_config;
+    /// "NAME=VALUE" entries added to nginx's environment (what `env NAME;` passes to workers).
+    std::vector<std::string> environment;
 };
 
 /// Debian's nginx run as `nginx -c CONF -p PREFIX` with `daemon off;` as a child of the test,
@@ -232,6 +240,7 @@ struct HttpRequest {
     std::string ca_file;                  // CURLOPT_CAINFO when not empty
     long timeout_ms = 20000;              // CURLOPT_TIMEOUT_MS
     bool head = false;                    // HEAD instead of GET
+    std::string method;                   // another method ("PUT", "DELETE"; no body), "" = GET/HEAD
 };
 
 /// One GET (or HEAD) with libcurl, test side: a reference client independent of remote/.
