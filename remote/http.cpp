@@ -146,6 +146,11 @@ struct HttpClient::Attempt {
     std::string content_range, etag, last_modified, retry_after, content_length, link, content_encoding;
     std::string ratelimit, ratelimit_policy, location;
     std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
+    std::string bucket_region;              // x-amz-bucket-region (S3), bounded
+    /// The signer explains failed answers (RequestSigner::explain): the start of a non-2xx
+    /// body is kept for it in error_body (at most FailedAnswer::kMaxErrorBody bytes).
+    bool keep_error_body = false;
+    std::string error_body;
     uint64_t total = 0;
     using Clock = std::chrono::steady_clock;
     Clock::time_point last_data = Clock::now();
@@ -203,7 +208,8 @@ struct HttpClient::Attempt {
         if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100): forget the last
             for (std::string* h : {&a->content_range, &a->etag, &a->last_modified, &a->retry_after,
                                    &a->content_length, &a->link, &a->content_encoding, &a->ratelimit,
-                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message}) {
+                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message,
+                                   &a->bucket_region, &a->error_body}) {
                 h->clear();
             }
             return size * n;
@@ -224,6 +230,7 @@ struct HttpClient::Attempt {
         else if (name == "ratelimit") a->ratelimit = value;
         else if (name == "ratelimit-policy") a->ratelimit_policy = value;
         else if (name == "location") a->location = value.substr(0, 8192);
+        else if (name == "x-amz-bucket-region") a->bucket_region = value.substr(0, 64);
         return size * n;
     }
 
@@ -235,6 +242,14 @@ struct HttpClient::Attempt {
         refused = "answer with Content-Encoding '" + content_encoding.substr(0, 64) +
                   "' (gguf-mount asks for none and takes the file's own bytes only)";
         return false;
+    }
+
+    /// Keeps the start of an error answer's body for the signer's explanation; always takes
+    /// the bytes (the rest is discarded).
+    size_t keep_error(const char* data, size_t bytes) {
+        if (keep_error_body && error_body.size() < FailedAnswer::kMaxErrorBody)
+            error_body.append(data, std::min(bytes, FailedAnswer::kMaxErrorBody - error_body.size()));
+        return bytes;
     }
 
     /// Checks the answer before taking its first byte: only a 206 for exactly the asked range.
@@ -270,7 +285,7 @@ struct HttpClient::Attempt {
         long status = 0;
         curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
         if (a->page) {
-            if (status != 200) return bytes;  // an error page: discard
+            if (status != 200) return a->keep_error(data, bytes);  // an error page: not the page
             if (a->page->empty() && !a->identity()) return 0;
             if (bytes > HttpClient::kMaxPageBytes - a->page->size()) {
                 a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
@@ -280,7 +295,7 @@ struct HttpClient::Attempt {
             return bytes;
         }
         if (!a->checked && !a->check()) return 0;  // abort the transfer
-        if (status != 206) return bytes;           // an error page: discard
+        if (status != 206) return a->keep_error(data, bytes);  // an error page: not the bytes
         if (bytes > a->len - a->got) {
             a->refused = "the server sent more bytes than the Content-Range it announced";
             return 0;
@@ -361,6 +376,8 @@ struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& re
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     if (ask.head_only) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    // A signed path is sent as signed: libcurl would otherwise remove "." and ".." segments.
+    if (request.exact_path) curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
     struct curl_slist* headers = nullptr;
     for (const auto& [name, value] : request.headers) {
         const std::string line = name + ": " + value;
@@ -387,7 +404,9 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     const size_t len = ask.len;
     const bool head_only = ask.head_only;
     CURL* c = static_cast<CURL*>(handle);
-    const std::string name = url_for_message(url);
+    const RequestSigner* signer = options_.signer.get();
+    const bool covered = signer && signer->covers(url);
+    const std::string name = covered ? signer->name_for_message(url) : url_for_message(url);
     const long timeout = static_cast<long>(options_.net_timeout.count());
     // An https source never continues in plain http (its bytes and a signed URL would travel
     // in the clear).
@@ -407,8 +426,8 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
                                                       std::to_string(offset + len - 1));
         }
         credentials = false;
-        const RequestSigner* signer = options_.signer.get();
-        if (signer && signer->covers(hop) && (redirects == 0 || same_origin(hop, url))) {
+        const bool signed_hop = signer && signer->covers(hop) && (redirects == 0 || same_origin(hop, url));
+        if (signed_hop) {
             const size_t before = request.headers.size();
             signer->sign(request);
             credentials = request.headers.size() != before || request.url != hop;
@@ -419,6 +438,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
             struct curl_slist* list;
             ~HeaderList() { curl_slist_free_all(list); }
         } header_list{setup(c, *attempt, request, ask, deadline, attempt->errbuf)};
+        attempt->keep_error_body = signed_hop;
         rc = curl_easy_perform(c);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
         status = 0;
@@ -479,10 +499,15 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         throw HttpError(name + ": " + why, EIO, 0, !tls && transient(rc));
     }
     if (status == 429 || status >= 500) {
-        if (status == 429) {
-            *hint = parse_rate_limit(a.ratelimit, a.retry_after, std::time(nullptr));
-            hint->policy = a.ratelimit_policy.substr(0, 256);
-        }
+        // Retry-After on a 503 too (RFC 9110 10.2.3): perform() waits at least that long.
+        *hint = parse_rate_limit(status == 429 ? a.ratelimit : "", a.retry_after, std::time(nullptr));
+        if (status == 429) hint->policy = a.ratelimit_policy.substr(0, 256);
+    }
+    if (a.keep_error_body && (status < 200 || status >= 300)) {
+        FailedAnswer failed{sent, head_only ? "HEAD" : "GET", status, a.error_body, a.bucket_region, a.retry_after};
+        if (std::optional<HttpError> explained = signer->explain(failed)) throw *explained;
+    }
+    if (status == 429 || status >= 500) {
         std::string what = status == 429 ? "rate limited by the server (HTTP 429)"
                                          : "server error (HTTP " + std::to_string(status) + ")";
         throw HttpError(name + ": " + what, EIO, status, true);
@@ -615,10 +640,19 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
             return info;
         } catch (const HttpError& e) {
             release(h);
-            // A refused token may have been rotated: re-read it once and ask again (not an attempt).
-            if (e.status() == 401 && !token_reread && options_.signer && options_.signer->covers(url)) {
+            // A refused token may have been rotated, expired credentials refreshed: re-read them
+            // once and ask again (not an attempt).
+            const bool refreshable = e.status() == 401 || e.credentials_expired();
+            if (refreshable && !token_reread && options_.signer && options_.signer->covers(url)) {
                 token_reread = true;
                 if (options_.signer->refresh()) continue;
+                if (e.credentials_expired())
+                    throw HttpError(std::string(e.what()) + " (refreshed: the credentials are the same)", e.sys_errno(),
+                                    e.status(), false);
+            }
+            if (e.credentials_expired()) {
+                throw HttpError(std::string(e.what()) + " (the credentials were refreshed and the request sent again)",
+                                e.sys_errno(), e.status(), false);
             }
             const auto now = Clock::now();
             if (e.status() == 429) {
@@ -648,6 +682,9 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
                 throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
             }
+            // A 503 that says when to come back (Retry-After) is asked no sooner.
+            if (hint.wait_seconds > 0 && now + std::chrono::seconds(hint.wait_seconds) <= std::min(retry_until, deadline))
+                delay = std::max<std::chrono::milliseconds>(delay, std::chrono::seconds(hint.wait_seconds));
             std::this_thread::sleep_for(delay);
             delay *= 2;
             ++attempt;
@@ -668,6 +705,11 @@ ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t
 
 std::chrono::milliseconds HttpClient::request_deadline(uint64_t bytes) const noexcept {
     return remote::request_deadline(options_, bytes);
+}
+
+std::string HttpClient::name_for_message(const std::string& url) const {
+    if (options_.signer && options_.signer->covers(url)) return options_.signer->name_for_message(url);
+    return url_for_message(url);
 }
 
 ObjectInfo HttpClient::head(const std::string& url) {
