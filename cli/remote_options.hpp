@@ -51,8 +51,10 @@ enum RemoteOption : unsigned {
     kOfflineOption = 1u << 4,       ///< --offline: no network, the cache only
     kCacheMaxSizeOption = 1u << 5,  ///< --cache-max-size N[M|G]: bound of the cache
     kRevalidateOption = 1u << 6,    ///< --revalidate SECONDS (default 60): a mount asks again
+    /// --no-sign-request, --endpoint-url URL, --region R, --profile P: an s3:// SOURCE
+    kS3Options = 1u << 7,
     /// What check, merge and prefetch take.
-    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption,
+    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption | kS3Options,
     /// What a mount takes.
     kMountOptions = kOfflineCommandOptions | kOfflineOption | kCacheMaxSizeOption | kRevalidateOption,
 };
