@@ -102,7 +102,14 @@ std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteCon
 
 std::shared_ptr<RemoteSource> RemoteSource::open_listed(std::shared_ptr<RemoteContext> context,
                                                        const std::string& url, ObjectInfo info) {
-    context->cache().save_meta(url, info);
+    // Written only when it changed: a mount lists again at each revalidation.
+    std::optional<ObjectInfo> known;
+    try {
+        known = context->cache().load_meta(url);
+    } catch (const std::exception&) {
+    }
+    if (!known || known->size != info.size || known->validator != info.validator || known->mtime != info.mtime)
+        context->cache().save_meta(url, info);
     return std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), false));
 }
 

@@ -99,6 +99,7 @@ bool S3Signer::locate(const std::string& url, std::string* bucket, std::string* 
     if (!base_path_.empty() && path.rfind(base_path_, 0) == 0) path = path.substr(base_path_.size());
     if (path.empty() || path[0] != '/') return false;
     if (u->host != host_) {
+        if (!covers(url)) return false;
         *bucket = u->host.substr(0, u->host.size() - host_.size() - 1);
         *key = path.substr(1);
     } else {

@@ -155,4 +155,20 @@ TEST_F(S3Mount, OfflineAfterPrefetchServesThePrefixWithoutTheServer) {
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
+TEST_F(S3Mount, FstabOptionsGiveTheEndpointAndRegion) {
+    // mount(8) passes fstab's options as -o: endpoint_url=, region= (no --endpoint-url here).
+    const auto c = gguf_test::manifest_cases().front();
+    put_case(c, "m/");
+    ASSERT_NO_FATAL_FAILURE(start_server());
+    use_keys();
+    const std::string first = gguf::base_name(c.shards.front());
+    ASSERT_TRUE(mount({"--cache-dir", cache_, "--net-timeout", "3", "-o",
+                       "ro,nofail,_netdev,endpoint_url=" + server_->endpoint_url() + ",region=us-east-1"},
+                      "s3://models/m/" + first))
+        << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + merged_name(first)), c.merged_sha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_TRUE(every_request("verified"));
+}
+
 }  // namespace
