@@ -130,14 +130,14 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
             cxxopts::value<unsigned>()->default_value("30"), "SECONDS");
     }
     if (which & kS3Options) {
-        add("no-sign-request", prefix + "s3://: send requests unsigned (a public bucket), as the AWS CLI does");
-        add("endpoint-url", prefix + "s3://: the S3 endpoint (MinIO, Ceph RGW, R2, ...; default: "
+        add("no-sign-request", "s3:// SOURCE: send requests unsigned (a public bucket), as the AWS CLI does");
+        add("endpoint-url", "s3:// SOURCE: the S3 endpoint (MinIO, Ceph RGW, R2, ...; default: "
                                      "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS)",
             cxxopts::value<std::string>(), "URL");
-        add("region", prefix + "s3://: the bucket's region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's "
+        add("region", "s3:// SOURCE: the bucket's region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's "
                                "region, else us-east-1)",
             cxxopts::value<std::string>(), "REGION");
-        add("profile", prefix + "s3://: the AWS profile of ~/.aws/credentials and ~/.aws/config to use (default: "
+        add("profile", "s3:// SOURCE: the AWS profile of ~/.aws/credentials and ~/.aws/config to use (default: "
                                 "AWS_PROFILE, else the environment's keys, else \"default\")",
             cxxopts::value<std::string>(), "NAME");
     }

@@ -60,7 +60,8 @@ enum RemoteOption : unsigned {
 };
 
 /// Adds the remote options named by the RemoteOption bits of `which` to `options`; each help
-/// text but --source-file's starts with `prefix` (e.g. "URL: " where the command also takes
+/// text but those of --source-file and of the S3 options ("s3:// SOURCE: ") starts with `prefix`
+/// (e.g. "URL: " where the command also takes
 /// local files).
 void add_remote_options(cxxopts::Options& options, const std::string& prefix,
                         unsigned which = kOfflineCommandOptions);
