@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
+#include <future>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -127,6 +128,7 @@ std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& pat
         throw gguf::Error(gguf::Code::Io, s3_location(bucket_, prefix) + ": out of memory while listing it", ENOMEM);
     }
     std::vector<Item> items;
+    std::vector<std::shared_ptr<RemoteSource>> opened;
     for (const Entry& e : entries) {
         if (e.name.empty() || e.name[0] == '.') continue;
         Item item;
@@ -150,11 +152,34 @@ std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& pat
             info.size = e.size;
             info.validator = e.etag.empty() ? "lm:" + e.last_modified + ":" + std::to_string(e.size) : e.etag;
             info.mtime = parse_time(e.last_modified);
-            item.part = RemoteSource::open_listed(context_, signer_->object_url(bucket_, prefix + e.name), info)->part();
+            auto source = RemoteSource::open_listed(context_, signer_->object_url(bucket_, prefix + e.name), info);
+            item.part = source->part();
+            opened.push_back(std::move(source));
         }
         items.push_back(std::move(item));
     }
+    warm_first_blocks(opened);
     return items;
+}
+
+void S3Listing::warm_first_blocks(const std::vector<std::shared_ptr<RemoteSource>>& sources) const {
+    if (context_->options().offline) return;
+    // The catalog reads each file's header (block 0) one file after the other; fetched here
+    // kParallelOpens at a time, as HttpDirectoryListing's opens do. A failure is left for the
+    // catalog's own read to report.
+    std::vector<const RemoteSource*> cold;
+    for (const auto& s : sources)
+        if (s->size() > 0 && !s->cached(0)) cold.push_back(s.get());
+    for (size_t i = 0; i < cold.size(); i += kParallelOpens) {
+        std::vector<std::future<void>> batch;
+        for (size_t k = i; k < i + kParallelOpens && k < cold.size(); ++k) {
+            batch.push_back(std::async(std::launch::async, [s = cold[k]] {
+                char byte = 0;
+                (void)s->pread(&byte, 1, 0);
+            }));
+        }
+        for (auto& f : batch) f.get();
+    }
 }
 
 }  // namespace gguf_mount::remote::s3

@@ -28,6 +28,8 @@ public:
     /// folders. A key ending in '/' (a folder marker), a name starting with '.' and an empty name
     /// ("a//b") are not listed; a name over 255 bytes or a size above 1 PiB is an Item with an
     /// error. Past `max_names` names in a walk the rest is cut as HttpDirectoryListing does.
+    /// The files' first blocks (their headers, which the catalog reads next) are fetched
+    /// kParallelOpens at a time before list() returns.
     /// The folder's entries are stored in the cache as its last good listing; with --offline
     /// that listing is used instead of the network (Io with ENOENT when none is stored). Throws
     /// gguf::Error(Io) naming s3://BUCKET/PREFIX when a page cannot be fetched (the S3 error in
@@ -45,6 +47,8 @@ private:
         std::string problem;
     };
     std::vector<Entry> fetch(const std::string& prefix);
+    /// Fetches block 0 (the header) of each of `sources` not cached yet, several at a time.
+    void warm_first_blocks(const std::vector<std::shared_ptr<RemoteSource>>& sources) const;
 
     std::shared_ptr<RemoteContext> context_;
     std::shared_ptr<const S3Signer> signer_;
