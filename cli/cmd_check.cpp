@@ -36,7 +36,8 @@ const char* const kCheckHelpTail =
     "directory, bad KV sidecar) and every note (served narrower than its mode bits: a POSIX\n"
     "ACL on the way), one line each. Nothing is mounted or written.\n"
     "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
-    "hf://ORG/REPO[@REVISION][/PATH]: only headers are read, through the block cache\n"
+    "hf://ORG/REPO[@REVISION][/PATH] or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY (a first shard):\n"
+    "only headers are read, through the block cache\n"
     "($XDG_CACHE_HOME/gguf-mount).\n"
     "Names are escaped (see README, 'Names in output'). --json always prints one document, also\n"
     "when SOURCE cannot be read (ok false, the reason under problems).\n"
@@ -229,7 +230,7 @@ int run_check(int argc, char** argv) {
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     // clang-format on
     options.parse_positional({"source", "extra"});
-    add_remote_options(options, "URL or hf://: ");
+    add_remote_options(options, "URL, hf:// or s3://: ");
     add_kv_override_options(options);
     add_split_view_options(options);
     std::string source;
@@ -280,13 +281,13 @@ int run_check(int argc, char** argv) {
     try {
         // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),
         // the same listings a mount uses.
-        if (!copt.overrides.empty() && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+        if (!copt.overrides.empty() && (resolved.remote() && !resolved.directory())) {
             throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
                                                        "local SOURCE or a remote directory, not yet to a remote first shard");
         }
         catalog = resolved.catalog(copt);
         // A remote first shard is one set, not a listing: its view is applied here.
-        if (copt.split_view && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
+        if (copt.split_view && (resolved.remote() && !resolved.directory())) {
             gguf::apply_shard_view(catalog, *copt.split_view, false);
         }
     } catch (const std::exception& e) {

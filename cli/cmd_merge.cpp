@@ -64,7 +64,8 @@ const char* const kMergeHelpTail =
     "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
     "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
     "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
-    "FIRST_SHARD may be an http(s):// URL of a first shard, or hf://ORG/REPO[@REVISION]/PATH to one\n"
+    "FIRST_SHARD may be an http(s):// URL of a first shard, s3://BUCKET/KEY of one, or\n"
+    "hf://ORG/REPO[@REVISION]/PATH to one\n"
     "(the revision pinned to its commit; HF_TOKEN, HF_ENDPOINT): each shard is read once, in order,\n"
     "straight into the output (no shard copies on disk; peak disk use = the merged size; blocks\n"
     "already in the block cache, e.g. after `gguf-mount prefetch`, are read from it, and fetched\n"
@@ -234,13 +235,13 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     const std::string& url = source.url;
     const std::map<std::string, std::string>& sha256s = source.sha256s;
     if (delete_splits) {
-        throw gguf::Error(gguf::Code::BadArgument, remote::url_for_message(url) +
+        throw gguf::Error(gguf::Code::BadArgument, source.shown +
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
-    if (source.kind == SourceKind::HttpDirectory) {
+    if (source.directory()) {
         throw gguf::Error(gguf::Code::BadArgument,
-                          remote::url_for_message(url) + ": a directory URL; merge takes the URL of a set's first shard "
+                          source.shown + ": a directory URL; merge takes the URL of a set's first shard "
                                                          "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
                                                          "the sets in it");
     }
@@ -362,7 +363,7 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     checkpoint("published");
     if (!quiet) {
         spdlog::info("merged {} shard(s), {} tensors, {} bytes from {} into {}", shard_count, tensor_count, vf.size(),
-                     remote::url_for_message(url), output);
+                     source.shown, output);
     }
     return 0;
 }

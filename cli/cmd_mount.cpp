@@ -59,6 +59,10 @@ struct FilteredOptions {
     bool has_fsname = false;
     bool has_subtype = false;
     bool nonempty = false;             // "nonempty" was given: same as --allow-non-empty
+    /// The S3 options as fstab gives them (-o endpoint_url=URL,region=R,profile=P,no_sign_request):
+    /// the same as --endpoint-url, --region, --profile, --no-sign-request.
+    std::optional<std::string> endpoint_url, region, profile;
+    bool no_sign_request = false;
 };
 
 /// Sorts the user's -o options (already split at commas) into those for libfuse and those to
@@ -67,7 +71,8 @@ struct FilteredOptions {
 /// comment=*; as in mountpoint-s3's fstab.rs option_allowed), access-time policies that
 /// libfuse 3.14 rejects (relatime, strictatime, lazytime, nodiratime and their negations),
 /// FUSE 2's nonempty (noted in `nonempty`: it allows a non-empty mount point, as
-/// --allow-non-empty does), and "ro" and "default_permissions" (always added).
+/// --allow-non-empty does), and "ro" and "default_permissions" (always added). The S3 options
+/// (endpoint_url=, region=, profile=, no_sign_request) are taken into their fields.
 /// "rw" is dropped with a debug line: mount(8) passes it whenever "ro" is not given, and the
 /// mount is read-only whatever the options say.
 /// Dropped with a warning: "max_read=*" (fixed at 1 MiB to
@@ -84,6 +89,19 @@ struct FilteredOptions {
     for (const auto& o : given) {
         if (o.empty()) continue;
         if (o == "nonempty") out.nonempty = true;
+        if (o == "no_sign_request") {
+            out.no_sign_request = true;
+            continue;
+        }
+        bool s3_option = false;
+        for (auto [key, field] : {std::pair{"endpoint_url=", &out.endpoint_url}, std::pair{"region=", &out.region},
+                                  std::pair{"profile=", &out.profile}}) {
+            if (o.rfind(key, 0) == 0) {
+                *field = o.substr(std::string(key).size());
+                s3_option = true;
+            }
+        }
+        if (s3_option) continue;
         if (mount8_only.count(o) || o.rfind("x-", 0) == 0 || o.rfind("comment=", 0) == 0) {
             spdlog::debug("ignoring mount option '{}' (meant for mount(8)/systemd or always set)", o);
             continue;
@@ -130,7 +148,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT).");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as the AWS CLI reads them).");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
@@ -302,6 +320,10 @@ int run_mount(int argc, char** argv) {
         dopt.show_shards = args.count("show-shards") > 0;
         try {
             read_remote_options(args, &ro);
+            if (mo.endpoint_url) ro.s3.endpoint_url = mo.endpoint_url;
+            if (mo.region) ro.s3.region = mo.region;
+            if (mo.profile) ro.s3.profile = mo.profile;
+            if (mo.no_sign_request) ro.s3.no_sign_request = true;
             // Offline, the server is never asked: there is nothing to revalidate.
             if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
             resolved.connect();

@@ -34,7 +34,8 @@ namespace {
 const char* const kPrefetchHelpTail =
     "\n"
     "SOURCE is a remote first-shard URL (http(s)://HOST/PATH/NAME-00001-of-0000N.gguf), a\n"
-    "directory URL ending in '/', or hf://ORG/REPO[@REVISION][/PATH] (HF_TOKEN, HF_ENDPOINT).\n"
+    "directory URL ending in '/', hf://ORG/REPO[@REVISION][/PATH] (HF_TOKEN, HF_ENDPOINT), or\n"
+    "s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-0000N.gguf (AWS credentials as the AWS CLI).\n"
     "Every block of every file a mount of SOURCE serves (split sets, companions) is fetched,\n"
     "several at a time, into the block cache (--cache-dir, as for mounts; blocks already cached\n"
     "are not fetched again). A SOURCE larger than the cache's bound (--cache-max-size, else 25%\n"
@@ -73,7 +74,7 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(ResolvedSource* source,
                                                                         std::vector<gguf::Problem>* problems) {
     if (!source->remote()) {
-        throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s):// URL or hf:// source "
+        throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s)://, hf:// or s3:// source "
                                                                       "(prefetch fills the cache of remote sources "
                                                                       "only)");
     }
@@ -216,7 +217,7 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     if (!problems.empty()) {
         const gguf::Problem& p = problems.front();
         throw gguf::Error(gguf::Code::Io,
-                          remote::url_for_message(argument) + ": " + p.path + ": " + p.reason +
+                          resolved.shown + ": " + p.path + ": " + p.reason +
                               (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
                                                          " more problem(s): 'gguf-mount check SOURCE' lists them)"
                                                    : "") +
@@ -227,7 +228,7 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
         uint64_t fetched = 0;
         for (const auto& s : sources) fetched += s->bytes_fetched();
         spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}; {} bytes fetched now",
-                     remote::url_for_message(argument), sources.size(), total, context->cache().dir(), fetched);
+                     resolved.shown, sources.size(), total, context->cache().dir(), fetched);
     }
     return 0;
 }

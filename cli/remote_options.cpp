@@ -134,6 +134,18 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
                                     "seconds; a block request ends within 2 x SECONDS + 128 s",
             cxxopts::value<unsigned>()->default_value("30"), "SECONDS");
     }
+    if (which & kS3Options) {
+        add("no-sign-request", "s3:// SOURCE: send requests unsigned (a public bucket), as the AWS CLI does");
+        add("endpoint-url", "s3:// SOURCE: the S3 endpoint (MinIO, Ceph RGW, R2, ...; default: "
+                                     "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS)",
+            cxxopts::value<std::string>(), "URL");
+        add("region", "s3:// SOURCE: the bucket's region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's "
+                               "region, else us-east-1)",
+            cxxopts::value<std::string>(), "REGION");
+        add("profile", "s3:// SOURCE: the AWS profile of ~/.aws/credentials and ~/.aws/config to use (default: "
+                                "AWS_PROFILE, else the environment's keys, else \"default\")",
+            cxxopts::value<std::string>(), "NAME");
+    }
     if (which & kRevalidateOption) {
         add("revalidate", prefix + "ask the server again every SECONDS (a HEAD per file, the index pages): a changed "
                                    "file appears as a new version, a server down at mount is retried; 0: only on "
@@ -153,6 +165,10 @@ void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptio
     if (parsed.count("ca-cert")) ro->http.ca_cert = parsed["ca-cert"].as<std::string>();
     ro->http.net_timeout = std::chrono::seconds(std::max(1u, parsed["net-timeout"].as<unsigned>()));
     ro->offline = parsed.count("offline") > 0;
+    if (parsed.count("no-sign-request")) ro->s3.no_sign_request = true;
+    if (parsed.count("endpoint-url")) ro->s3.endpoint_url = parsed["endpoint-url"].as<std::string>();
+    if (parsed.count("region")) ro->s3.region = parsed["region"].as<std::string>();
+    if (parsed.count("profile")) ro->s3.profile = parsed["profile"].as<std::string>();
     if (parsed.count("cache-max-size")) {
         ro->cache_max_bytes = parse_cache_size("--cache-max-size", parsed["cache-max-size"].as<std::string>());
     } else {

@@ -57,14 +57,17 @@ enum RemoteOption : unsigned {
     kOfflineOption = 1u << 4,       ///< --offline: no network, the cache only
     kCacheMaxSizeOption = 1u << 5,  ///< --cache-max-size N[M|G]: bound of the cache
     kRevalidateOption = 1u << 6,    ///< --revalidate SECONDS (default 60): a mount asks again
+    /// --no-sign-request, --endpoint-url URL, --region R, --profile P: an s3:// SOURCE
+    kS3Options = 1u << 7,
     /// What check, merge and prefetch take.
-    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption,
+    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption | kS3Options,
     /// What a mount takes.
     kMountOptions = kOfflineCommandOptions | kOfflineOption | kCacheMaxSizeOption | kRevalidateOption,
 };
 
 /// Adds the remote options named by the RemoteOption bits of `which` to `options`; each help
-/// text but --source-file's starts with `prefix` (e.g. "URL: " where the command also takes
+/// text but those of --source-file and of the S3 options ("s3:// SOURCE: ") starts with `prefix`
+/// (e.g. "URL: " where the command also takes
 /// local files).
 void add_remote_options(cxxopts::Options& options, const std::string& prefix,
                         unsigned which = kOfflineCommandOptions);

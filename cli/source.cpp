@@ -8,12 +8,14 @@
 #include <memory>
 
 #include "gguf/bytes/file_io.hpp"
+#include "gguf/error.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
 #include "remote/http.hpp"
 #include "remote/hub.hpp"
 #include "remote/listing.hpp"
+#include "remote/s3/listing.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -78,8 +80,29 @@ void connect_hub(ResolvedSource* s) {
     s->listing = listing;
 }
 
-// next: s3:// -- connect_s3(): an S3 listing (remote/s3/list_objects) for S3Prefix, a signed
-// RemoteSource URL for S3Object; one `case` in connect() and one line in classify().
+void connect_s3(ResolvedSource* s) {
+    if (s->kind != SourceKind::S3Prefix) return;
+    s->listing = std::make_shared<remote::s3::S3Listing>(s->context, s->s3_signer, s->s3_uri.bucket, s->s3_uri.key);
+}
+
+/// pin() of an s3:// SOURCE: configuration, credentials (early, for a clear error before any
+/// request), the signer of the context's client, and the object URL of a first shard.
+void pin_s3(ResolvedSource* s) {
+    remote::RemoteOptions& ro = s->options.remote;
+    s->s3_uri = remote::s3::parse_s3_uri(s->argument);
+    remote::s3::S3Config config;
+    auto credentials = std::make_shared<remote::s3::CredentialSource>(ro.s3);
+    try {
+        config = remote::s3::resolve_config(ro.s3);
+        if (config.sign && !ro.offline) credentials->get();
+    } catch (const gguf::Error& e) {
+        throw gguf::Error(e.code(), s->shown + ": " + e.what(), e.sys_errno());
+    }
+    auto signer = std::make_shared<const remote::s3::S3Signer>(config, credentials);
+    ro.http.signer = signer;
+    s->s3_signer = signer;
+    if (s->kind == SourceKind::S3Object) s->url = signer->object_url(s->s3_uri.bucket, s->s3_uri.key);
+}
 #endif
 
 /// The kind and names of `s->argument` (no network).
@@ -96,7 +119,14 @@ void classify(ResolvedSource* s) {
         s->shown = s->canonical = remote::url_for_message(a);
         return;
     }
-    // next: s3:// -> S3Prefix (ends in '/') or S3Object, shown without any query.
+    if (a.rfind("s3://", 0) == 0) {
+        // s3://BUCKET, s3://BUCKET/PREFIX/: a folder; anything else an object (a first shard).
+        const size_t slash = a.find('/', 5);
+        const bool prefix = slash == std::string::npos || a.back() == '/';
+        s->kind = prefix ? SourceKind::S3Prefix : SourceKind::S3Object;
+        s->shown = s->canonical = a;
+        return;
+    }
 #endif
     classify_local(s);
 }
@@ -121,6 +151,8 @@ void ResolvedSource::pin() {
         url = remote::remote_source_url(argument, &options.remote, options.hub_digests ? &sha256s : nullptr);
     } else if (kind == SourceKind::HubRepo) {
         hub = remote::hub_setup(argument, &options.remote.http);
+    } else if (kind == SourceKind::S3Object || kind == SourceKind::S3Prefix) {
+        pin_s3(this);
     } else {
         url = argument;  // http(s)
     }
@@ -136,7 +168,8 @@ void ResolvedSource::connect() {
     case SourceKind::HttpDirectory: connect_http(this); break;
     case SourceKind::HubFile:
     case SourceKind::HubRepo: connect_hub(this); break;
-    // next: s3:// -- case SourceKind::S3Object: case SourceKind::S3Prefix: connect_s3(this); break;
+    case SourceKind::S3Object:
+    case SourceKind::S3Prefix: connect_s3(this); break;
     default: break;
     }
 }

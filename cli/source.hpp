@@ -3,7 +3,7 @@
 // command reads from it (a catalog, the listing of a directory, the first-shard URL and the
 // remote context of a set).
 //
-// Adding a scheme (next: s3://) is: its kinds in SourceKind, one line in classify() and one
+// Adding a scheme is: its kinds in SourceKind, one line in classify() and one
 // connect_*() function in cli/source.cpp, plus its listing and source classes in remote/ (a
 // gguf::DirectoryListing for a folder, a gguf::ByteSource for a file). The commands do not
 // change unless they treat the new kinds differently from the existing ones.
@@ -18,6 +18,7 @@
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/hub_listing.hpp"
+#include "remote/s3/signer.hpp"
 #include "remote/source.hpp"
 #endif
 
@@ -34,7 +35,8 @@ enum class SourceKind {
     HttpDirectory,  ///< http(s)://HOST/PATH/ (ends in '/', before any query): its index pages
     HubRepo,        ///< hf://ORG/REPO[@REVISION][/FOLDER]: the tree of a Hugging Face Hub repo
     HubFile,        ///< hf://ORG/REPO[@REVISION]/PATH ending in .gguf (remote::hub_names_file)
-    // next: s3:// (S3Object for s3://BUCKET/KEY, S3Prefix for s3://BUCKET/PREFIX/)
+    S3Object,       ///< s3://BUCKET/KEY-00001-of-N.gguf: a first shard (the key raw, as the AWS CLI takes it)
+    S3Prefix,       ///< s3://BUCKET/PREFIX/ or s3://BUCKET: its ListObjectsV2 listing, sub-prefixes as folders
 };
 
 /// How a command resolves its SOURCE.
@@ -59,7 +61,7 @@ struct ResolvedSource {
     SourceKind kind = SourceKind::LocalFile;
     std::string argument;  ///< SOURCE as given (a URL may hold credentials or a signed query: never shown)
     /// SOURCE in messages: a local path without trailing '/'; an http(s) URL without userinfo,
-    /// query and fragment (remote::url_for_message); an hf:// source as given.
+    /// query and fragment (remote::url_for_message); an hf:// or s3:// source as given.
     std::string shown;
     /// The name of a mount of it (logs, the default fsname): a local directory by its real path,
     /// a local file by the real path of its directory and the name given (a Hugging Face
@@ -77,7 +79,8 @@ struct ResolvedSource {
     /// True for the kinds whose catalog is a directory walk (LocalDirectory, HttpDirectory,
     /// HubRepo); the others name one file or set.
     bool directory() const noexcept {
-        return kind == SourceKind::LocalDirectory || kind == SourceKind::HttpDirectory || kind == SourceKind::HubRepo;
+        return kind == SourceKind::LocalDirectory || kind == SourceKind::HttpDirectory || kind == SourceKind::HubRepo ||
+               kind == SourceKind::S3Prefix;
     }
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -85,7 +88,10 @@ struct ResolvedSource {
     /// (remote::hub_setup: `hub`, the token into options.remote.http for the endpoint only)
     /// and sets `url`: an http(s) SOURCE itself, an hf:// file the resolve URL at the commit
     /// its revision names now (remote::remote_source_url; with hub_digests also `sha256s`).
-    /// Done once; throws as those functions do.
+    /// For s3:// resolves the S3 configuration and, unless offline or --no-sign-request, the
+    /// credentials (remote/s3/config.hpp: one line naming what is missing), puts the signer
+    /// into options.remote.http (`s3_signer`), and sets `url` of an S3Object to its endpoint
+    /// URL. Done once; throws as those functions do.
     void pin();
     /// pin(), then the remote context (the block cache; once), then the listing of a folder:
     /// an http(s) directory's index pages (nothing fetched yet), an hf:// folder's tree pinned
@@ -99,6 +105,8 @@ struct ResolvedSource {
     std::shared_ptr<gguf::DirectoryListing> listing;         ///< folder kinds, after connect()
     std::map<std::string, std::string> sha256s;  ///< hub_digests: shown resolve URL -> lfs.oid
     remote::HubSetup hub;                        ///< HubRepo after pin()
+    std::shared_ptr<const remote::s3::S3Signer> s3_signer;  ///< s3:// after pin()
+    remote::s3::S3Uri s3_uri;                               ///< s3:// after pin()
     std::string commit;                          ///< HubRepo after connect(): the pinned commit
     size_t tree_pages = 0;                       ///< HubRepo after connect(): tree pages fetched
 #endif

@@ -75,10 +75,12 @@ std::string remote_source_url(const std::string& source, RemoteOptions* ro, std:
 gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     const size_t q = first_url.find_first_of("?#");
     const std::string query = q == std::string::npos ? "" : first_url.substr(q);
-    const std::string shown = url_for_message(first_url);  // names and messages use this form
+    const std::string plain = url_for_message(first_url);  // the shard URLs follow from this form
+    // The names of shards in messages and the set (an S3 object: "s3://BUCKET/KEY"; else plain).
+    const std::string shown = context->client().name_for_message(first_url);
     const std::string real_base = first_url.substr(0, q);
     // The real URL of a shard named in the shown form: credentials and query put back.
-    const size_t path_at = shown.find('/', shown.find("://") + 3);
+    const size_t path_at = plain.find('/', plain.find("://") + 3);
     const size_t real_path_at = real_base.find('/', real_base.find("://") + 3);
     auto real_url = [&](const std::string& shown_url) {
         if (path_at == std::string::npos || real_path_at == std::string::npos) return shown_url + query;
@@ -86,13 +88,14 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     };
 
     auto name = gguf::parse_shard_name(shown);
-    if (!name || name->index != 1) {
+    auto plain_name = gguf::parse_shard_name(plain);
+    if (!name || name->index != 1 || !plain_name || plain_name->index != 1 || plain_name->count != name->count) {
         throw gguf::Error(gguf::Code::BadSplit,
                           shown + ": not a first-shard URL (NAME-00001-of-NNNNN.gguf) or a directory URL ending in '/'");
     }
     // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
     std::map<std::string, std::shared_ptr<RemoteSource>> opened;
-    opened[shown] = RemoteSource::open(context, real_url(shown));
+    opened[shown] = RemoteSource::open(context, real_url(plain));
     if (std::string why = size_problem(opened[shown]->size()); !why.empty())
         throw gguf::Error(gguf::Code::Io, shown + ": " + why, EFBIG);
     // Then the other shards' headers, several at a time; failures are reported by
@@ -100,7 +103,7 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     std::vector<std::string> shown_urls, real_urls;
     for (uint32_t k = 2; k <= name->count; ++k) {
         shown_urls.push_back(gguf::shard_path(name->prefix, k, name->count));
-        real_urls.push_back(real_url(shown_urls.back()));
+        real_urls.push_back(real_url(gguf::shard_path(plain_name->prefix, k, name->count)));
     }
     std::map<std::string, Opened> got = open_sources(context, real_urls);
     std::map<std::string, std::string> failed;
@@ -132,7 +135,7 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
     gguf::SplitSet set = open_remote_set(first_url, context);
     gguf::Catalog catalog;
-    catalog.source = url_for_message(first_url);
+    catalog.source = context->client().name_for_message(first_url);
     gguf::CatalogDirectory root;
     root.attr.mode = 0555;
     root.attr.uid = ::getuid();

@@ -7,10 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "remote/url_parts.hpp"
 
 namespace gguf_mount::remote {
 
@@ -41,12 +44,17 @@ public:
     long status() const noexcept { return status_; }
     bool retryable() const noexcept { return retryable_; }
     const std::string& hub_code() const noexcept { return hub_code_; }
+    /// True when the server said the credentials expired (S3 ExpiredToken): the client
+    /// refreshes them (RequestSigner::refresh) and sends the request again once.
+    bool credentials_expired() const noexcept { return credentials_expired_; }
+    void set_credentials_expired() noexcept { credentials_expired_ = true; }
 
 private:
     int sys_errno_;
     long status_;
     bool retryable_;
     std::string hub_code_;
+    bool credentials_expired_ = false;
 };
 
 /// One request as it is about to be sent, for a RequestSigner to amend.
@@ -59,6 +67,21 @@ struct Request {
     /// GET holds {"Range", "bytes=FIRST-LAST"} before sign() is called. A name or value holding
     /// CR, LF or NUL fails the request (HttpError naming the URL), never reaches the wire.
     std::vector<std::pair<std::string, std::string>> headers;
+    /// Send the URL's path exactly as it is (no removal of "." and ".." segments, no merging
+    /// of "//"): a signer that signed the path sets it (S3 keys may hold "//" and "..").
+    bool exact_path = false;
+};
+
+/// A non-2xx answer to a covered URL, for RequestSigner::explain.
+struct FailedAnswer {
+    std::string url;     ///< the URL the request was sent to (after signing)
+    std::string method;  ///< "GET" or "HEAD"
+    long status = 0;     ///< the HTTP status
+    /// The start of the body (at most kMaxErrorBody bytes; "" for HEAD): an error document.
+    std::string body;
+    std::string bucket_region;  ///< the x-amz-bucket-region header, "" when absent
+    std::string retry_after;    ///< the Retry-After header, "" when absent
+    static constexpr size_t kMaxErrorBody = size_t{64} << 10;
 };
 
 /// The request-signing hook of a Client: called for every request the client sends (each
@@ -79,6 +102,15 @@ public:
     /// when they changed, and the request is sent again (not counted as an attempt). Never
     /// throws.
     virtual bool refresh() const noexcept { return false; }
+    /// Called for every answer to a covered URL whose status is not 2xx (and not a redirect
+    /// that is followed), before the client's own interpretation: the HttpError to fail the
+    /// attempt with (one line, never a secret; retryable() and credentials_expired() steer the
+    /// client's retries), or nullopt to let the client describe it. Never throws but
+    /// std::bad_alloc.
+    virtual std::optional<HttpError> explain(const FailedAnswer&) const { return std::nullopt; }
+    /// The name of a covered URL in messages and logs (e.g. "s3://BUCKET/KEY" for an S3
+    /// object). Default: url_for_message(url). Never throws but std::bad_alloc.
+    virtual std::string name_for_message(const std::string& url) const { return url_for_message(url); }
 };
 
 /// A thread-safe transport of whole-object reads in ranges, HEADs and small pages. The block
@@ -109,6 +141,9 @@ public:
     /// The bound of one call for a body of `bytes` bytes (rate-limit waits not included), as
     /// get_range applies it by default. Never throws.
     virtual std::chrono::milliseconds request_deadline(uint64_t bytes) const noexcept = 0;
+    /// The name of `url` in messages and logs: the signer's name for the URLs it covers (an S3
+    /// object is "s3://BUCKET/KEY"), else url_for_message(url). Never throws but std::bad_alloc.
+    virtual std::string name_for_message(const std::string& url) const { return url_for_message(url); }
 };
 
 }  // namespace gguf_mount::remote

@@ -13,6 +13,7 @@
 
 #include "remote/client.hpp"
 #include "remote/http.hpp"
+#include "remote/s3/config.hpp"
 #include "remote/store/block_store.hpp"
 #include "remote/store/prefetcher.hpp"
 
@@ -21,6 +22,9 @@ namespace gguf_mount::remote {
 /// Settings shared by every remote source of a mount (command line).
 struct RemoteOptions {
     HttpOptions http;
+    /// The S3 options of the command line (--no-sign-request, --endpoint-url, --region,
+    /// --profile): how an s3:// SOURCE is resolved (remote/s3/config.hpp).
+    s3::S3CommandOptions s3;
     std::string cache_dir;        ///< "" -> BlockCache::default_dir()
     uint64_t cache_max_bytes = 0; ///< 0: unbounded
     /// The SOURCE the context reads, as messages show it (no query, no credentials): claimed in

@@ -1,5 +1,6 @@
 #include "remote/http.hpp"
 
+#include "remote/http_rules.hpp"
 #include "remote/hub.hpp"
 #include "remote/url_parts.hpp"
 
@@ -17,35 +18,15 @@ namespace gguf_mount::remote {
 
 namespace {
 
+using http_rules::lower;
+using http_rules::parse_content_range;
+using http_rules::trim;
+
 constexpr long kMaxRedirects = 10;
-
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
-std::string trim(const std::string& s) {
-    size_t a = s.find_first_not_of(" \t\r\n");
-    if (a == std::string::npos) return "";
-    size_t b = s.find_last_not_of(" \t\r\n");
-    return s.substr(a, b - a + 1);
-}
 
 void global_init() {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-/// Parses "bytes A-B/TOTAL" (RFC 9110 14.4); false on anything else ("*" totals included).
-bool parse_content_range(const std::string& v, uint64_t* a, uint64_t* b, uint64_t* total) {
-    unsigned long long x = 0, y = 0, t = 0;
-    char tail = 0;
-    if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu%c", &x, &y, &t, &tail) != 3) return false;
-    if (x > y || y >= t) return false;
-    *a = x;
-    *b = y;
-    *total = t;
-    return true;
 }
 
 /// Transport failures that may go away when asked again: refused or cut connections, time-outs,
@@ -70,66 +51,7 @@ bool transient(CURLcode rc) {
     }
 }
 
-/// The value of parameter `name` ("t") in a structured-field item list ("\"api\";r=0;t=3"),
-/// or "" when absent.
-std::string sf_param(const std::string& v, const std::string& name) {
-    size_t i = 0;
-    while (i < v.size()) {
-        size_t end = v.find_first_of(";,", i);
-        if (end == std::string::npos) end = v.size();
-        std::string item = trim(v.substr(i, end - i));
-        size_t eq = item.find('=');
-        if (eq != std::string::npos && lower(trim(item.substr(0, eq))) == name) return trim(item.substr(eq + 1));
-        i = end + 1;
-    }
-    return "";
-}
-
-/// A non-negative count of seconds ("3"), else -1 (at most 9 digits: a day is 5).
-long seconds_value(const std::string& v) {
-    if (v.empty() || v.size() > 9) return -1;
-    long n = 0;
-    for (char c : v) {
-        if (c < '0' || c > '9') return -1;
-        n = n * 10 + (c - '0');
-    }
-    return n;
-}
-
 }  // namespace
-
-std::chrono::milliseconds request_deadline(const HttpOptions& o, uint64_t bytes) noexcept {
-    const uint64_t rate = std::max<uint64_t>(1, o.min_bytes_per_second);
-    return std::chrono::duration_cast<std::chrono::milliseconds>(o.net_timeout) * 2 +
-           std::chrono::milliseconds(bytes / rate * 1000 + (bytes % rate) * 1000 / rate);
-}
-
-RateLimitHint parse_rate_limit(const std::string& ratelimit, const std::string& retry_after, time_t now) {
-    RateLimitHint h;
-    const std::string rl = ratelimit.substr(0, 1024);
-    if (!rl.empty() && rl[0] == '"') {
-        size_t close = rl.find('"', 1);
-        if (close != std::string::npos) h.bucket = rl.substr(1, close - 1);
-    }
-    long t = seconds_value(sf_param(rl, "t"));
-    if (t < 0) t = seconds_value(sf_param(rl, "reset"));
-    long ra = -1;
-    const std::string r = trim(retry_after.substr(0, 1024));
-    if (!r.empty()) {
-        ra = seconds_value(r);
-        if (ra < 0) {
-            const time_t at = curl_getdate(r.c_str(), nullptr);
-            if (at > 0) ra = at > now ? static_cast<long>(at - now) : 0;
-        }
-    }
-    h.wait_seconds = std::max(t, ra);
-    return h;
-}
-
-bool is_http_url(const std::string& s) {
-    std::string l = lower(s.substr(0, 8));
-    return l.rfind("http://", 0) == 0 || l.rfind("https://", 0) == 0;
-}
 
 /// State of one request, filled by libcurl's callbacks.
 struct HttpClient::Attempt {
@@ -146,6 +68,11 @@ struct HttpClient::Attempt {
     std::string content_range, etag, last_modified, retry_after, content_length, link, content_encoding;
     std::string ratelimit, ratelimit_policy, location;
     std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
+    std::string bucket_region;              // x-amz-bucket-region (S3), bounded
+    /// The signer explains failed answers (RequestSigner::explain): the start of a non-2xx
+    /// body is kept for it in error_body (at most FailedAnswer::kMaxErrorBody bytes).
+    bool keep_error_body = false;
+    std::string error_body;
     uint64_t total = 0;
     using Clock = std::chrono::steady_clock;
     Clock::time_point last_data = Clock::now();
@@ -203,7 +130,8 @@ struct HttpClient::Attempt {
         if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100): forget the last
             for (std::string* h : {&a->content_range, &a->etag, &a->last_modified, &a->retry_after,
                                    &a->content_length, &a->link, &a->content_encoding, &a->ratelimit,
-                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message}) {
+                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message,
+                                   &a->bucket_region, &a->error_body}) {
                 h->clear();
             }
             return size * n;
@@ -224,6 +152,7 @@ struct HttpClient::Attempt {
         else if (name == "ratelimit") a->ratelimit = value;
         else if (name == "ratelimit-policy") a->ratelimit_policy = value;
         else if (name == "location") a->location = value.substr(0, 8192);
+        else if (name == "x-amz-bucket-region") a->bucket_region = value.substr(0, 64);
         return size * n;
     }
 
@@ -235,6 +164,14 @@ struct HttpClient::Attempt {
         refused = "answer with Content-Encoding '" + content_encoding.substr(0, 64) +
                   "' (gguf-mount asks for none and takes the file's own bytes only)";
         return false;
+    }
+
+    /// Keeps the start of an error answer's body for the signer's explanation; always takes
+    /// the bytes (the rest is discarded).
+    size_t keep_error(const char* data, size_t bytes) {
+        if (keep_error_body && error_body.size() < FailedAnswer::kMaxErrorBody)
+            error_body.append(data, std::min(bytes, FailedAnswer::kMaxErrorBody - error_body.size()));
+        return bytes;
     }
 
     /// Checks the answer before taking its first byte: only a 206 for exactly the asked range.
@@ -270,7 +207,7 @@ struct HttpClient::Attempt {
         long status = 0;
         curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
         if (a->page) {
-            if (status != 200) return bytes;  // an error page: discard
+            if (status != 200) return a->keep_error(data, bytes);  // an error page: not the page
             if (a->page->empty() && !a->identity()) return 0;
             if (bytes > HttpClient::kMaxPageBytes - a->page->size()) {
                 a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
@@ -280,7 +217,7 @@ struct HttpClient::Attempt {
             return bytes;
         }
         if (!a->checked && !a->check()) return 0;  // abort the transfer
-        if (status != 206) return bytes;           // an error page: discard
+        if (status != 206) return a->keep_error(data, bytes);  // an error page: not the bytes
         if (bytes > a->len - a->got) {
             a->refused = "the server sent more bytes than the Content-Range it announced";
             return 0;
@@ -361,6 +298,8 @@ struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& re
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     if (ask.head_only) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    // A signed path is sent as signed: libcurl would otherwise remove "." and ".." segments.
+    if (request.exact_path) curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
     struct curl_slist* headers = nullptr;
     for (const auto& [name, value] : request.headers) {
         const std::string line = name + ": " + value;
@@ -387,7 +326,9 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     const size_t len = ask.len;
     const bool head_only = ask.head_only;
     CURL* c = static_cast<CURL*>(handle);
-    const std::string name = url_for_message(url);
+    const RequestSigner* signer = options_.signer.get();
+    const bool covered = signer && signer->covers(url);
+    const std::string name = covered ? signer->name_for_message(url) : url_for_message(url);
     const long timeout = static_cast<long>(options_.net_timeout.count());
     // An https source never continues in plain http (its bytes and a signed URL would travel
     // in the clear).
@@ -407,8 +348,8 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
                                                       std::to_string(offset + len - 1));
         }
         credentials = false;
-        const RequestSigner* signer = options_.signer.get();
-        if (signer && signer->covers(hop) && (redirects == 0 || same_origin(hop, url))) {
+        const bool signed_hop = signer && signer->covers(hop) && (redirects == 0 || same_origin(hop, url));
+        if (signed_hop) {
             const size_t before = request.headers.size();
             signer->sign(request);
             credentials = request.headers.size() != before || request.url != hop;
@@ -419,6 +360,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
             struct curl_slist* list;
             ~HeaderList() { curl_slist_free_all(list); }
         } header_list{setup(c, *attempt, request, ask, deadline, attempt->errbuf)};
+        attempt->keep_error_body = signed_hop;
         rc = curl_easy_perform(c);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
         status = 0;
@@ -479,10 +421,15 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         throw HttpError(name + ": " + why, EIO, 0, !tls && transient(rc));
     }
     if (status == 429 || status >= 500) {
-        if (status == 429) {
-            *hint = parse_rate_limit(a.ratelimit, a.retry_after, std::time(nullptr));
-            hint->policy = a.ratelimit_policy.substr(0, 256);
-        }
+        // Retry-After on a 503 too (RFC 9110 10.2.3): perform() waits at least that long.
+        *hint = parse_rate_limit(status == 429 ? a.ratelimit : "", a.retry_after, std::time(nullptr));
+        if (status == 429) hint->policy = a.ratelimit_policy.substr(0, 256);
+    }
+    if (a.keep_error_body && (status < 200 || status >= 300)) {
+        FailedAnswer failed{sent, head_only ? "HEAD" : "GET", status, a.error_body, a.bucket_region, a.retry_after};
+        if (std::optional<HttpError> explained = signer->explain(failed)) throw *explained;
+    }
+    if (status == 429 || status >= 500) {
         std::string what = status == 429 ? "rate limited by the server (HTTP 429)"
                                          : "server error (HTTP " + std::to_string(status) + ")";
         throw HttpError(name + ": " + what, EIO, status, true);
@@ -615,10 +562,19 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
             return info;
         } catch (const HttpError& e) {
             release(h);
-            // A refused token may have been rotated: re-read it once and ask again (not an attempt).
-            if (e.status() == 401 && !token_reread && options_.signer && options_.signer->covers(url)) {
+            // A refused token may have been rotated, expired credentials refreshed: re-read them
+            // once and ask again (not an attempt).
+            const bool refreshable = e.status() == 401 || e.credentials_expired();
+            if (refreshable && !token_reread && options_.signer && options_.signer->covers(url)) {
                 token_reread = true;
                 if (options_.signer->refresh()) continue;
+                if (e.credentials_expired())
+                    throw HttpError(std::string(e.what()) + " (refreshed: the credentials are the same)", e.sys_errno(),
+                                    e.status(), false);
+            }
+            if (e.credentials_expired()) {
+                throw HttpError(std::string(e.what()) + " (the credentials were refreshed and the request sent again)",
+                                e.sys_errno(), e.status(), false);
             }
             const auto now = Clock::now();
             if (e.status() == 429) {
@@ -648,6 +604,9 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
                 throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
             }
+            // A 503 that says when to come back (Retry-After) is asked no sooner.
+            if (hint.wait_seconds > 0 && now + std::chrono::seconds(hint.wait_seconds) <= std::min(retry_until, deadline))
+                delay = std::max<std::chrono::milliseconds>(delay, std::chrono::seconds(hint.wait_seconds));
             std::this_thread::sleep_for(delay);
             delay *= 2;
             ++attempt;
@@ -668,6 +627,11 @@ ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t
 
 std::chrono::milliseconds HttpClient::request_deadline(uint64_t bytes) const noexcept {
     return remote::request_deadline(options_, bytes);
+}
+
+std::string HttpClient::name_for_message(const std::string& url) const {
+    if (options_.signer && options_.signer->covers(url)) return options_.signer->name_for_message(url);
+    return url_for_message(url);
 }
 
 ObjectInfo HttpClient::head(const std::string& url) {

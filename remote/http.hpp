@@ -89,6 +89,8 @@ public:
                          std::string* link = nullptr) override;
     /// remote::request_deadline(options(), bytes).
     std::chrono::milliseconds request_deadline(uint64_t bytes) const noexcept override;
+    /// Client::name_for_message: the signer's name for the URLs it covers.
+    std::string name_for_message(const std::string& url) const override;
 
     const HttpOptions& options() const noexcept { return options_; }
 

@@ -25,7 +25,7 @@ BlockReading reading_of(const RemoteOptions& o) {
 
 RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info,
                            bool size_only)
-    : context_(std::move(context)), name_(url_for_message(url)) {
+    : context_(std::move(context)), name_(context_->client().name_for_message(url)) {
     // Without a validator (neither ETag nor Last-Modified) a same-size replacement would keep
     // the key: such a file's blocks serve this open only.
     std::string key = BlockCache::validates(info.validator) ? BlockCache::object_key(url, info.validator)
@@ -37,7 +37,7 @@ RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, const std::st
 }
 
 std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> context, const std::string& url) {
-    const std::string name = url_for_message(url);
+    const std::string name = context->client().name_for_message(url);
     BlockCache& cache = context->cache();
     std::optional<ObjectInfo> known = cache.load_meta(url);
     if (context->options().offline) {
@@ -99,6 +99,19 @@ std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteCon
     auto src = std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), true));
     src->sha256_ = std::move(sha256);
     return src;
+}
+
+std::shared_ptr<RemoteSource> RemoteSource::open_listed(std::shared_ptr<RemoteContext> context,
+                                                       const std::string& url, ObjectInfo info) {
+    // Written only when it changed: a mount lists again at each revalidation.
+    std::optional<ObjectInfo> known;
+    try {
+        known = context->cache().load_meta(url);
+    } catch (const std::exception&) {
+    }
+    if (!known || known->size != info.size || known->validator != info.validator || known->mtime != info.mtime)
+        context->cache().save_meta(url, info);
+    return std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), false));
 }
 
 gguf::FilePart RemoteSource::part() const {

@@ -42,6 +42,14 @@ public:
     static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
                                                     ObjectInfo info, std::string sha256 = {});
 
+    /// A source whose size and validator a listing gives and whose answers carry the same
+    /// validator (an S3 ListObjectsV2 entry: Size and ETag, as GetObject answers them), opened
+    /// without a request; answers of another size or validator are another version (as open()).
+    /// The info is recorded in the cache (so --offline opens it by its URL). Never throws but
+    /// std::bad_alloc.
+    static std::shared_ptr<RemoteSource> open_listed(std::shared_ptr<RemoteContext> context, const std::string& url,
+                                                     ObjectInfo info);
+
     ~RemoteSource() override = default;
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
     uint64_t size() const noexcept override { return blocks_->info().size; }

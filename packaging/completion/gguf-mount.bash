@@ -19,7 +19,7 @@ _gguf_mount() {
             _filedir -d; return ;;
         --ca-cert|--source-file|--chat-template-file|--log-file)
             _filedir; return ;;
-        --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--max-size|--override-kv|--remove-kv)
+        --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--max-size|--override-kv|--remove-kv|--endpoint-url|--region|--profile)
             return ;;
         -o)
             COMPREPLY=($(compgen -W "allow_other default_permissions nonempty ro" -- "$cur")); return ;;

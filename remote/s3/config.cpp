@@ -1,5 +1,8 @@
 #include "remote/s3/config.hpp"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdlib>
 
@@ -51,10 +54,25 @@ struct Files {
     }
 };
 
+/// $HOME, else the user's home directory from the password database (mount(8) clears the
+/// environment of an fstab mount).
+std::string home_dir(const EnvLookup& env) {
+    if (std::optional<std::string> h = env_value(env, "HOME")) return *h;
+    const struct passwd* pw = ::getpwuid(::getuid());
+    return pw && pw->pw_dir ? pw->pw_dir : "";
+}
+
 Files load_files(const S3CommandOptions& options, const EnvLookup& env) {
     Files f;
-    const std::string home = env_value(env, "HOME").value_or("");
-    f.credentials_path = expand_home(env_value(env, "AWS_SHARED_CREDENTIALS_FILE").value_or(home + "/.aws/credentials"), env);
+    const std::string home = home_dir(env);
+    // A systemd unit's credential (LoadCredential=aws-credentials:FILE, gguf-mount-remote@.service)
+    // is the default credentials file: the keys never pass through argv or the environment.
+    std::string default_credentials = home + "/.aws/credentials";
+    if (std::optional<std::string> dir = env_value(env, "CREDENTIALS_DIRECTORY")) {
+        const std::string loaded = *dir + "/aws-credentials";
+        if (::access(loaded.c_str(), R_OK) == 0) default_credentials = loaded;
+    }
+    f.credentials_path = expand_home(env_value(env, "AWS_SHARED_CREDENTIALS_FILE").value_or(default_credentials), env);
     f.config_path = expand_home(env_value(env, "AWS_CONFIG_FILE").value_or(home + "/.aws/config"), env);
     if (std::optional<std::string> p = given(options.profile)) {
         f.profile = *p;

@@ -13,7 +13,8 @@
 //   addressing   the profile's `s3 = addressing_style` (path, virtual, auto); auto is
 //                virtual-hosted for AWS (path-style for bucket names that are not DNS labels or
 //                hold '.'), path-style for a custom endpoint.
-// Files: AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), AWS_CONFIG_FILE (~/.aws/config).
+// Files: AWS_SHARED_CREDENTIALS_FILE (default $CREDENTIALS_DIRECTORY/aws-credentials when systemd
+// loaded that credential, else ~/.aws/credentials), AWS_CONFIG_FILE (~/.aws/config).
 // Instance-metadata (169.254.169.254) and container credential endpoints are never contacted.
 #pragma once
 

@@ -214,6 +214,30 @@ TEST(S3Credentials, EnvironmentKeysAndSessionToken) {
     EXPECT_EQ(message, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
 }
 
+TEST(S3Credentials, ASystemdCredentialIsTheDefaultCredentialsFile) {
+    // gguf-mount-remote@.service: LoadCredential=aws-credentials:FILE shows FILE as
+    // $CREDENTIALS_DIRECTORY/aws-credentials; AWS_SHARED_CREDENTIALS_FILE still wins.
+    TempDir dir;
+    write_aws(dir, "credentials", "[default]\naws_access_key_id = AKIAHOME000000000000\naws_secret_access_key = h\n");
+    ::mkdir((dir / "creds").c_str(), 0700);
+    write_file(dir / "creds/aws-credentials",
+               "[default]\naws_access_key_id = AKIAUNIT000000000000\naws_secret_access_key = u\n");
+    auto e = home(dir);
+    e["CREDENTIALS_DIRECTORY"] = dir / "creds";
+    s3::CredentialSource unit({}, env_of(e));
+    ASSERT_TRUE(unit.get().has_value());
+    EXPECT_EQ(unit.get()->access_key_id, "AKIAUNIT000000000000");
+    EXPECT_EQ(unit.origin(), "profile default in " + (dir / "creds/aws-credentials"));
+    e["AWS_SHARED_CREDENTIALS_FILE"] = dir / ".aws/credentials";
+    s3::CredentialSource file({}, env_of(e));
+    EXPECT_EQ(file.get()->access_key_id, "AKIAHOME000000000000");
+    // A credentials directory without that credential (a unit without the drop-in): ~/.aws.
+    e.erase("AWS_SHARED_CREDENTIALS_FILE");
+    e["CREDENTIALS_DIRECTORY"] = dir / "nothing";
+    s3::CredentialSource none({}, env_of(e));
+    EXPECT_EQ(none.get()->access_key_id, "AKIAHOME000000000000");
+}
+
 TEST(S3Credentials, NoSignRequestNeedsNothing) {
     TempDir dir;
     s3::S3CommandOptions o;

@@ -55,8 +55,10 @@ bool S3Server::start(std::string* error) {
                              {"credentials", options_.credentials},
                              {"access_log", dir_ / "access.log"},
                              {"ready", dir_ / "ready"},
-                             {"max_skew_seconds", options_.max_skew_seconds}};
+                             {"max_skew_seconds", options_.max_skew_seconds},
+                             {"faults_file", dir_ / "faults.json"}};
     if (!options_.seed.empty()) config["seed"] = options_.seed;
+    if (options_.list_max_keys > 0) config["list_max_keys"] = options_.list_max_keys;
     gguf_test::write_file(dir_ / "config.json", config.dump());
     // s3rver 3.7.1 makes its continuation tokens with DES, which OpenSSL 3 keeps in its legacy
     // provider: without it every truncated ListObjectsV2 page is a 500 InternalError.
@@ -110,6 +112,21 @@ std::vector<S3AccessEntry> S3Server::wait_access_log(size_t n, std::chrono::mill
 }
 
 void S3Server::clear_access_log() const { std::ofstream(dir_ / "access.log", std::ios::trunc); }
+
+void S3Server::set_faults(const std::vector<S3Fault>& faults) const {
+    nlohmann::json j = nlohmann::json::array();
+    for (const S3Fault& f : faults) {
+        nlohmann::json x = {{"match", f.match}, {"status", f.status}, {"headers", f.headers}};
+        if (!f.code.empty()) x["code"] = f.code;
+        if (!f.message.empty()) x["message"] = f.message;
+        if (f.times >= 0) x["times"] = f.times;
+        if (!f.method.empty()) x["method"] = f.method;
+        j.push_back(std::move(x));
+    }
+    // Written whole and renamed: the proxy never reads half a file.
+    gguf_test::write_file(dir_ / "faults.json.tmp", j.dump());
+    std::filesystem::rename(dir_ / "faults.json.tmp", dir_ / "faults.json");
+}
 
 std::string S3Server::output() const { return slurp_if_any(dir_ / "output.log"); }
 

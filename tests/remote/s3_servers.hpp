@@ -29,6 +29,19 @@ struct S3ServerOptions {
     /// required), "expired_tokens": ["T0"] (answered 400 ExpiredToken)}}.
     nlohmann::json credentials = {{"S3RVER", {{"secret", "S3RVER"}}}};
     int max_skew_seconds = 900;  // RequestTimeTooSkewed beyond this (S3: 15 minutes)
+    int list_max_keys = 0;       // > 0: ListObjectsV2 pages of at most this many entries
+};
+
+/// An answer the proxy gives instead of s3rver's (after verifying the request): to requests
+/// whose raw URI holds `match` (and of `method`, when not empty), `times` times (-1: always).
+struct S3Fault {
+    std::string match;
+    int status = 503;
+    std::string code;     // the <Error><Code>; "" for an empty body
+    std::string message;  // "" = the code
+    nlohmann::json headers = nlohmann::json::object();
+    int times = -1;
+    std::string method;
 };
 
 /// One request as the proxy logged it: the AccessEntry fields, and what the proxy decided.
@@ -64,6 +77,8 @@ public:
     std::vector<S3AccessEntry> wait_access_log(size_t n,
                                                std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
     void clear_access_log() const;
+    /// Replaces the faults the proxy answers with (none when empty); applies to the next request.
+    void set_faults(const std::vector<S3Fault>& faults) const;
     std::string output() const;
 
 private:

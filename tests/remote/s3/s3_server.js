@@ -8,7 +8,13 @@
 //   { "directory": s3rver's data dir, "seed": dir of BUCKET/KEY files uploaded at start (optional),
 //     "buckets": [names to create], "credentials": { ACCESS_KEY: { "secret": S, "session_token": T?,
 //     "expired_tokens": [T...]? } }, "access_log": path (JSON lines), "ready": path (written with
-//     {"s3_port", "proxy_port"} once both listen), "max_skew_seconds": 900 }
+//     {"s3_port", "proxy_port"} once both listen), "max_skew_seconds": 900,
+//     "faults_file": path (optional; read at each request when it changed),
+//     "list_max_keys": N (optional: ListObjectsV2 pages of N entries, as if the client asked) }
+// The faults file is a JSON array of answers the proxy gives instead of s3rver's, each after the
+// request was verified: { "match": substring of the raw request URI, "method": "GET"? (any when
+// absent), "status": 503, "code": "SlowDown", "message": "...", "headers": {...}, "times": N
+// (how many requests it answers; all when absent) }.
 // Requests without Authorization pass unverified (public buckets, --no-sign-request).
 'use strict';
 
@@ -19,6 +25,33 @@ const S3rver = require('s3rver');
 const { SignatureV4 } = require('@smithy/signature-v4');
 const { Hash } = require('@smithy/hash-node');
 const { escapeUri } = require('@smithy/core/protocols');
+
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
+
+// s3rver 3.7.1 skips the directories below a common prefix before it has seen an object in them,
+// so a prefix whose keys all lie two or more levels deeper is never listed as a CommonPrefix
+// ("sets/" of "sets/a/b/k"). Listed here as S3 does: the keys without the delimiter, grouped.
+const listWithoutDelimiter = FilesystemStore.prototype.listObjects;
+FilesystemStore.prototype.listObjects = async function listObjects(bucket, options) {
+  const { delimiter = '', prefix = '', maxKeys = Infinity } = options;
+  if (!delimiter) return listWithoutDelimiter.call(this, bucket, options);
+  const all = await listWithoutDelimiter.call(this, bucket, { ...options, delimiter: '', maxKeys: Infinity });
+  const objects = [];
+  const commonPrefixes = new Set();
+  let isTruncated = false;
+  for (const object of all.objects) {
+    const i = object.key.slice(prefix.length).indexOf(delimiter);
+    if (i !== -1) {
+      commonPrefixes.add(object.key.slice(0, prefix.length + i + 1));
+    } else if (objects.length < maxKeys) {
+      objects.push(object);
+    } else {
+      isTruncated = true;
+      break;
+    }
+  }
+  return { objects, commonPrefixes: [...commonPrefixes].sort(), isTruncated };
+};
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const sha256 = Hash.bind(null, 'sha256');
@@ -101,6 +134,36 @@ async function verify(req, rawPath, rawQuery) {
   return null;
 }
 
+let faults = [];
+let faultsStamp = '';
+/// The fault that answers this request, if any (its count taken).
+function takeFault(req) {
+  if (!config.faults_file) return null;
+  let stamp = '';
+  try {
+    const st = fs.statSync(config.faults_file);
+    stamp = `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch (e) {
+    faults = [];
+    faultsStamp = '';
+    return null;
+  }
+  if (stamp !== faultsStamp) {
+    faultsStamp = stamp;
+    try {
+      faults = JSON.parse(fs.readFileSync(config.faults_file, 'utf8')).map((f) => ({ ...f, left: f.times ?? Infinity }));
+    } catch (e) {
+      faults = [];
+    }
+  }
+  for (const f of faults) {
+    if (f.left <= 0 || !req.url.includes(f.match || '') || (f.method && f.method !== req.method)) continue;
+    f.left -= 1;
+    return f;
+  }
+  return null;
+}
+
 function log(entry) {
   fs.appendFileSync(config.access_log, JSON.stringify(entry) + '\n');
 }
@@ -158,6 +221,17 @@ async function main() {
         refusal = [500, 'InternalError', String(e.message).replace(/[<&]/g, ' ')];
       }
     }
+    const fault = refusal ? null : takeFault(req);
+    if (fault) {
+      const body = req.method === 'HEAD' || !fault.code ? '' : errorXml(fault.code, fault.message || fault.code, rawPath);
+      res.writeHead(fault.status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body),
+        ...(fault.headers || {}) });
+      res.end(body);
+      log({ ...entry, status: fault.status, fault: fault.code || String(fault.status), bytes_sent: body.length,
+        body_bytes_sent: body.length });
+      req.resume();
+      return;
+    }
     if (refusal) {
       const body = req.method === 'HEAD' ? '' : errorXml(refusal[1], refusal[2], rawPath);
       res.writeHead(refusal[0], { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) });
@@ -169,7 +243,10 @@ async function main() {
     const headers = { ...req.headers };
     // s3rver knows only its own key; it checks no V4 signature, so the key name is all it reads.
     if (headers.authorization) headers.authorization = headers.authorization.replace(/Credential=[^/]+\//, 'Credential=S3RVER/');
-    const up = http.request({ host: '127.0.0.1', port: s3Port, method: req.method, path: req.url, headers }, (ur) => {
+    // Small pages on request (after the signature was checked on the query as sent).
+    let upPath = req.url;
+    if (config.list_max_keys && /(^|&)list-type=2(&|$)/.test(rawQuery)) upPath += `&max-keys=${config.list_max_keys}`;
+    const up = http.request({ host: '127.0.0.1', port: s3Port, method: req.method, path: upPath, headers }, (ur) => {
       let body = 0;
       res.writeHead(ur.statusCode, ur.headers);
       ur.on('data', (chunk) => { body += chunk.length; });
