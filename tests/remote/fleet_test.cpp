@@ -94,12 +94,14 @@ protected:
     /// Mounts `source` on every node (own cache each), reads the merged model on all of them at
     /// the same time, checks its sha256 (and those of `also`: path in the mount -> sha256) and
     /// unmounts.
-    void read_on_every_node(const std::string& source, const std::map<std::string, std::string>& also = {}) {
+    void read_on_every_node(const std::string& source, const std::map<std::string, std::string>& also = {},
+                            const std::vector<std::string>& options = {}) {
         for (int i = 0; i < kNodes; ++i) {
             fs::create_directories(mount_point(i));
-            ASSERT_TRUE(daemons_[i].start({gguf_test::gguf_mount_binary(), source, mount_point(i), "-f", "--cache-dir",
-                                           cache_dir(i), "--net-timeout", "20"},
-                                          tmp_ / ("daemon" + std::to_string(i) + ".log")));
+            std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), source, mount_point(i), "-f", "--cache-dir",
+                                             cache_dir(i), "--net-timeout", "20"};
+            argv.insert(argv.end(), options.begin(), options.end());
+            ASSERT_TRUE(daemons_[i].start(argv, tmp_ / ("daemon" + std::to_string(i) + ".log")));
         }
         for (int i = 0; i < kNodes; ++i)
             ASSERT_TRUE(daemons_[i].wait_mounted(mount_point(i), std::chrono::seconds(30))) << log_of(i);
@@ -236,10 +238,11 @@ TEST_F(Fleet, FourS3NodesBehindOneSigningCachingTierFetchEachByteFromTheBucketOn
         {"AWS_ACCESS_KEY_ID=AKIAFLEETTIER", "AWS_SECRET_ACCESS_KEY=fleet/tier+secret",
          "AWS_SESSION_TOKEN=fleet-session"}));
 
-    // What `s3://models/PREFIX/fleet-00001-of-00004.gguf --no-sign-request --endpoint-url TIER`
-    // sends: unsigned GETs of the path-style URL. Mounting s3:// instead is this one line.
+    // The nodes mount the prefix through the tier, unsigned: ListObjectsV2 (signed by the tier,
+    // passed through) and ranged GETs of the path-style URLs (signed by the tier, cached).
+    ASSERT_NO_FATAL_FAILURE(read_on_every_node("s3://models/" + prefix + "/", {},
+                                               {"--no-sign-request", "--endpoint-url", tier_url()}));
     const std::string source = tier_url() + "/models/team%20a/%CE%B1%2B%CE%B2/fleet-00001-of-00004.gguf";
-    ASSERT_NO_FATAL_FAILURE(read_on_every_node(source));
 
     const auto log = s3.wait_access_log(1);
     ASSERT_FALSE(log.empty());
