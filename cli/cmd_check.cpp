@@ -277,10 +277,6 @@ int run_check(int argc, char** argv) {
     try {
         // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),
         // the same listings a mount uses.
-        if (!copt.overrides.empty() && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
-            throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
-                                                       "local SOURCE or a remote directory, not yet to a remote first shard");
-        }
         catalog = resolved.catalog(copt);
         // A remote first shard is one set, not a listing: its view is applied here.
         if (copt.split_view && (resolved.kind == SourceKind::HttpFile || resolved.kind == SourceKind::HubFile)) {
