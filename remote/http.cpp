@@ -280,12 +280,8 @@ struct HttpClient::Attempt {
             try {  // never an exception through libcurl's frames
                 a->page->append(data, bytes);
             } catch (const std::bad_alloc&) {
+                a->refused = "out of memory";  // short: kept without allocating
                 a->refused_errno = ENOMEM;
-                try {
-                    a->refused = "out of memory keeping the page (" + std::to_string(a->page->size()) + " bytes so far)";
-                } catch (const std::bad_alloc&) {
-                    a->refused = "out of memory";  // short: no allocation
-                }
                 return 0;
             }
             return bytes;
