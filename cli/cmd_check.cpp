@@ -281,10 +281,6 @@ int run_check(int argc, char** argv) {
     try {
         // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),
         // the same listings a mount uses.
-        if (!copt.overrides.empty() && (resolved.remote() && !resolved.directory())) {
-            throw gguf::Error(gguf::Code::BadArgument, "--override-kv, --remove-kv and --chat-template-file apply to a "
-                                                       "local SOURCE or a remote directory, not yet to a remote first shard");
-        }
         catalog = resolved.catalog(copt);
         // A remote first shard is one set, not a listing: its view is applied here.
         if (copt.split_view && (resolved.remote() && !resolved.directory())) {

@@ -182,7 +182,7 @@ std::function<gguf::Catalog()> ResolvedSource::catalog_builder(const gguf::Catal
         if (listing) {
             return [l = listing, copt] { return gguf::build_catalog(*l, copt); };
         }
-        return [url = url, c = context] { return remote::remote_set_catalog(url, c); };
+        return [url = url, c = context, o = copt.overrides] { return remote::remote_set_catalog(url, c, o); };
     }
 #endif
     return [p = path, copt] { return gguf::build_catalog(p, copt); };

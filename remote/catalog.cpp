@@ -132,7 +132,8 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
     return gguf::SplitSet::open(shown, resolve);
 }
 
-gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context) {
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context,
+                                 const gguf::KvOverrides& overrides) {
     gguf::SplitSet set = open_remote_set(first_url, context);
     gguf::Catalog catalog;
     catalog.source = context->client().name_for_message(first_url);
@@ -141,7 +142,12 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
     root.attr.uid = ::getuid();
     root.attr.gid = ::getgid();
     catalog.directories.push_back(root);
-    catalog.entries.push_back(gguf::merged_set_entry(set, set.merged_name()));
+    try {
+        catalog.entries.push_back(gguf::merged_set_entry(set, set.merged_name(), overrides));
+    } catch (const gguf::Error& e) {
+        if (overrides.empty()) throw;
+        throw gguf::Error(e.code(), set.merged_name() + ": " + e.what(), e.sys_errno());
+    }
     return catalog;
 }
 

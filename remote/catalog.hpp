@@ -19,7 +19,11 @@ namespace gguf_mount::remote {
 /// Throws gguf::Error with one line naming the (without credentials or query) URL: Code::Io for network and HTTP
 /// failures of shard 1 (ENOENT for 404/410), BadSplit for a name that is not a first shard or a
 /// set that does not validate (a missing shard is "URL: missing shard i of N").
-gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
+/// `overrides` (the command line's --override-kv family) edit the merged header as for a local
+/// set (gguf::merged_set_entry); one that does not fit the set throws its gguf::Error with the
+/// merged name in front ("NAME.gguf: --override-kv: KEY: ...").
+gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context,
+                                 const gguf::KvOverrides& overrides = {});
 
 /// The http(s) URL that `merge` and `prefetch` read for the command-line SOURCE `source`:
 /// `source` itself for an http(s):// URL; for `hf://ORG/REPO[@REV]/PATH` (PATH a file, e.g.

@@ -29,10 +29,16 @@ private:
 
 /// The state of one object's check (RemoteSource::verify_sha256): the expected digest, the
 /// running hash of bytes [0, hashed), and the outcome.
+/// `whole`: every byte is read for the check (prefetch, merge: a gap before a read is read and
+/// hashed, whatever its length); otherwise only a reader that goes through the object in order
+/// is checked (a mount: a read past RemoteSource::kSequentialWindow ends the check unchecked).
 struct SequentialDigest {
-    explicit SequentialDigest(std::string expected_sha256) : expected(std::move(expected_sha256)) {}
+    SequentialDigest(std::string expected_sha256, bool whole_object)
+        : expected(std::move(expected_sha256)), whole(whole_object) {}
     std::string expected;     ///< 64 lowercase hex
-    std::mutex mutex;         ///< held while hashing (and while reading a gap)
+    const bool whole;         ///< see above
+    std::atomic<bool> settled{false};  ///< finished (compared or given up): reads skip the mutex
+    std::mutex mutex;         ///< held while hashing (and while reading a gap); `whole`: waited for, else tried
     Sha256 hash;              ///< under mutex
     uint64_t hashed = 0;      ///< bytes hashed so far, from offset 0; under mutex
     bool finished = false;    ///< the last byte was hashed and compared; under mutex

@@ -65,6 +65,7 @@ struct HttpClient::Attempt {
     std::string* page = nullptr;  // a whole page is asked for
     bool checked = false;     // status and Content-Range of the answer looked at
     std::string refused;      // why the body was refused (Range ignored, wrong range)
+    int refused_errno = EIO;  // of `refused` (ENOMEM when the page could not be kept)
     std::string content_range, etag, last_modified, retry_after, content_length, link, content_encoding;
     std::string ratelimit, ratelimit_policy, location;
     std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
@@ -213,7 +214,13 @@ struct HttpClient::Attempt {
                 a->refused = "the page is larger than " + std::to_string(HttpClient::kMaxPageBytes) + " bytes";
                 return 0;
             }
-            a->page->append(data, bytes);
+            try {  // never an exception through libcurl's frames
+                a->page->append(data, bytes);
+            } catch (const std::bad_alloc&) {
+                a->refused = "out of memory";  // short: kept without allocating
+                a->refused_errno = ENOMEM;
+                return 0;
+            }
             return bytes;
         }
         if (!a->checked && !a->check()) return 0;  // abort the transfer
@@ -391,7 +398,7 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
     char* errbuf = a.errbuf;
     const char* effective = hop.c_str();  // the URL that answered, before signing
     if (answered_by) *answered_by = hop;
-    if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, EIO, status, false);
+    if (!a.refused.empty()) throw HttpError(name + ": " + a.refused, a.refused_errno, status, false);
     if (rc != CURLE_OK) {
         std::string why = a.stalled ? "no data for " + std::to_string(timeout) + " s (stalled; --net-timeout)"
                           : a.too_slow

@@ -48,11 +48,12 @@ HubSetup hub_setup(const std::string& source_arg, HttpOptions* http, const EnvLo
 }
 
 HubListing::HubListing(std::shared_ptr<RemoteContext> context, HubSource source, std::string endpoint,
-                       std::string token_source)
+                       std::string token_source, size_t max_names)
     : context_(std::move(context)),
       source_(std::move(source)),
       endpoint_(std::move(endpoint)),
-      token_source_(std::move(token_source)) {}
+      token_source_(std::move(token_source)),
+      max_names_(max_names) {}
 
 std::string HubListing::root() const {
     return display(source_, commit_.empty() ? (source_.revision_given ? source_.revision : "") : commit_);
@@ -196,7 +197,7 @@ std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
     const std::string commit = fetch_commit();
     const std::string shown = display(source_, commit);
     // The tree at the commit, page by page, each page bounded before it is kept: at most
-    // kMaxHubTreePages pages, and no entry past kMaxListedNames + 1 (the one more lets the
+    // kMaxHubTreePages pages, and no entry past max_names_ + 1 (the one more lets the
     // catalog say the listing was cut).
     std::vector<HubTreeEntry> entries;
     std::set<std::string> seen_pages;
@@ -228,13 +229,13 @@ std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
         ++pages;
         std::vector<HubTreeEntry> page = parse_hub_tree(body, *next);
         body = std::string();  // the page's text is not kept while the next one is fetched
-        const size_t room = kMaxListedNames + 1 - entries.size();
+        const size_t room = max_names_ + 1 - entries.size();
         const bool cut = page.size() >= room;
         entries.insert(entries.end(), std::make_move_iterator(page.begin()),
                        std::make_move_iterator(page.begin() + static_cast<std::ptrdiff_t>(std::min(room, page.size()))));
         if (cut) {
             spdlog::warn("{}: the tree has more than {} entries (the model-directory limit); the rest is not listed",
-                         shown, kMaxListedNames);
+                         shown, max_names_);
             break;
         }
         next = parse_link_next(link, final_url);

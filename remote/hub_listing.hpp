@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gguf/model/catalog.hpp"
+#include "remote/bounds.hpp"
 #include "remote/hub.hpp"
 #include "remote/source.hpp"
 
@@ -21,13 +22,14 @@ public:
     /// `endpoint` as hub_endpoint() gives it. `token_source` names where the token came from
     /// (HubToken::source, "" = no token; the token itself travels in the context's
     /// HttpOptions::signer): it only changes the wording of 401/403 errors. Nothing is
-    /// fetched until pin() or list().
+    /// fetched until pin() or list(). `max_names`: the tree entries one listing keeps
+    /// (kMaxListedNames, the catalog's CatalogOptions::max_entries; tests use fewer).
     HubListing(std::shared_ptr<RemoteContext> context, HubSource source, std::string endpoint,
-               std::string token_source);
+               std::string token_source, size_t max_names = kMaxListedNames);
 
     /// Pins the revision (GET .../revision/REV -> "sha") and lists the tree of the source's
     /// PATH at that commit (every Link rel="next" page, each on the endpoint's own scheme, host
-    /// and port, at most kMaxHubTreePages; entries past kMaxListedNames are not kept, and the
+    /// and port, at most kMaxHubTreePages; entries past `max_names` are not kept, and the
     /// cut is logged once and left to the catalog's limit), once per HubListing (later calls return the same commit: a push
     /// during a mount never mixes files of two commits). Returns the commit (hex). Throws
     /// gguf::Error with one line naming the source: Code::BadArgument with ENOTDIR when PATH is
@@ -72,6 +74,7 @@ private:
     HubSource source_;
     std::string endpoint_;
     std::string token_source_;
+    size_t max_names_;
     std::mutex mutex_;
     std::string commit_;  // "" until pinned
     size_t pages_ = 0;

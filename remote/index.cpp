@@ -1,13 +1,11 @@
 #include "remote/index.hpp"
 
-#include <libxml/HTMLparser.h>
-#include <libxml/tree.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +13,7 @@
 #include "gguf/error.hpp"
 #include "remote/bounds.hpp"
 #include "remote/url_parts.hpp"
+#include "remote/xml.hpp"
 
 namespace gguf_mount::remote {
 
@@ -22,14 +21,6 @@ namespace {
 
 using gguf::Code;
 using gguf::Error;
-
-struct DocFree {
-    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
-};
-
-struct ParserFree {
-    void operator()(htmlParserCtxt* c) const { htmlFreeParserCtxt(c); }
-};
 
 /// False for the names a listing holds that are no entry at all: "", "." and ".." (the page's
 /// own and parent links).
@@ -179,13 +170,14 @@ std::vector<IndexEntry> parse_index_html(std::string_view body, const std::strin
     if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
         throw Error(Code::BadValue, where + ": index page of " + std::to_string(body.size()) + " bytes is too large");
     // UTF-8 unless the page says otherwise: nginx sends no charset, names are UTF-8 bytes.
-    std::unique_ptr<htmlParserCtxt, ParserFree> parser(htmlNewParserCtxt());
-    if (!parser) throw Error(Code::BadValue, where + ": cannot create an HTML parser");
-    std::unique_ptr<xmlDoc, DocFree> doc(htmlCtxtReadMemory(
+    OwnedHtmlParser parser(htmlNewParserCtxt());
+    if (!parser) throw std::bad_alloc();  // libxml2 could not allocate it
+    OwnedXmlDoc doc(htmlCtxtReadMemory(
         parser.get(), body.data(), static_cast<int>(body.size()), base->url.c_str(), "UTF-8",
         HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET | HTML_PARSE_COMPACT));
     // Recoverable HTML errors are normal on index pages; a fatal one (e.g. "Excessive depth in
     // document") stops libxml2 mid-page, and a partial listing must not pass for the whole one.
+    if (parser->lastError.code == XML_ERR_NO_MEMORY) throw std::bad_alloc();  // the caller names the URL
     if (parser->lastError.level == XML_ERR_FATAL) {
         std::string why = parser->lastError.message != nullptr ? parser->lastError.message : "fatal parser error";
         while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();

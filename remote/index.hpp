@@ -53,7 +53,8 @@ struct IndexEntry {
 /// carry IndexEntry::problem. A link whose decoded name holds '/' or NUL is skipped (it is not a
 /// direct child). Sizes are scanned from at most 160 bytes after the link, without regex.
 /// Throws gguf::Error(Code::BadValue) naming the page URL (without query) when the page is
-/// not HTML that libxml2 can parse or `page_url` is not an absolute http(s) URL.
+/// not HTML that libxml2 can parse or `page_url` is not an absolute http(s) URL; std::bad_alloc
+/// when libxml2 runs out of memory (the caller names the URL).
 std::vector<IndexEntry> parse_index_html(std::string_view body, const std::string& page_url);
 
 /// Parses nginx's `autoindex_format json` listing: a JSON array of objects with "name"

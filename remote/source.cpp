@@ -98,6 +98,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteCon
                                                       const std::string& url, ObjectInfo info, std::string sha256) {
     auto src = std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), true));
     src->sha256_ = std::move(sha256);
+    if (!src->sha256_.empty()) src->digest_ = std::make_unique<SequentialDigest>(src->sha256_, false);
     return src;
 }
 

@@ -38,7 +38,10 @@ public:
     /// request. The URL's content must be immutable: answers are checked for the size only
     /// (their ETag may be a CDN's, not `info.validator`). The cache key is (url, validator).
     /// `sha256`: the content's SHA-256 when the listing gives it (the Hub's lfs.oid, 64
-    /// lowercase hex), else "" (see sha256()).
+    /// lowercase hex), else "" (see sha256()); when given, a reader that reads the object in
+    /// order to its end (a full sequential read through a mount) has it checked as the bytes
+    /// pass, as verify_sha256 does but without reading anything for it beyond
+    /// kSequentialWindow: a mismatch fails that last read and every later one with EIO.
     static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
                                                     ObjectInfo info, std::string sha256 = {});
 
@@ -56,6 +59,8 @@ public:
     bool changed() const noexcept override { return false; }
     std::string display_name() const override { return name_; }
     std::string validator() const override { return blocks_->info().validator; }
+    /// The sha256 mismatch (without the URL) once one was found, else "".
+    std::string failure_reason() const override;
 
     /// Number of BlockCache::kBlockSize blocks of the object (the last one may be shorter).
     uint64_t block_count() const noexcept { return blocks_->block_count(); }
@@ -85,6 +90,17 @@ public:
     /// (prefetch, merge); call it before the reads start. Throws std::runtime_error when
     /// OpenSSL cannot hash.
     void verify_sha256(std::string sha256);
+    /// The in-order check of open_known: a read that starts up to this far past the bytes
+    /// hashed so far has the bytes in between read (from memory or the cache, as a read-ahead
+    /// holds them) and hashed first (requests of one reader arrive out of order from several
+    /// FUSE workers, and a shard's header before its tensor data was read at planning); a read
+    /// farther ahead ends the check unchecked (a random reader, an mmap).
+    static constexpr uint64_t kSequentialWindow = uint64_t{32} << 20;
+    /// The in-order check of open_known: once the bytes hashed reach this close to the end, the
+    /// rest (the padding after the last tensor, which a merged file does not read) is read and
+    /// the digest compared. A file this small is checked whole at its first read (a mount's
+    /// planning: a mismatch hides its model).
+    static constexpr uint64_t kSequentialTail = uint64_t{1} << 20;
     /// Ends the check of verify_sha256: hashes the bytes not read yet (reading them) and
     /// returns sha256_error() ("" when it matched, or when verify_sha256 was not called). A
     /// read failure while hashing is returned as the error. Never throws.

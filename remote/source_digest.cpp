@@ -21,7 +21,9 @@ constexpr size_t kGapStep = size_t{1} << 20;
 
 }  // namespace
 
-void RemoteSource::verify_sha256(std::string sha256) { digest_ = std::make_unique<SequentialDigest>(std::move(sha256)); }
+void RemoteSource::verify_sha256(std::string sha256) {
+    digest_ = std::make_unique<SequentialDigest>(std::move(sha256), true);
+}
 
 std::string RemoteSource::sha256_error() const {
     if (!digest_) return "";
@@ -29,9 +31,16 @@ std::string RemoteSource::sha256_error() const {
     return digest_->error;
 }
 
+std::string RemoteSource::failure_reason() const {
+    if (!digest_ || !digest_->failed.load()) return "";
+    const std::string e = sha256_error();
+    return e.rfind(name_ + ": ", 0) == 0 ? e.substr(name_.size() + 2) : e;
+}
+
 void RemoteSource::compare_digest() const {
     SequentialDigest& d = *digest_;
     d.finished = true;
+    d.settled = true;
     const std::string got = d.hash.hex();
     if (got == d.expected) return;
     d.error = name_ + ": sha256 mismatch: expected " + d.expected + " (the Hub's lfs.oid), the " +
@@ -64,16 +73,33 @@ bool RemoteSource::hash_gap(uint64_t end) const noexcept {
 ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) const noexcept {
     if (t_hashing_gap) return static_cast<ssize_t>(n);
     SequentialDigest& d = *digest_;
+    if (d.settled.load()) return d.failed ? -EIO : static_cast<ssize_t>(n);
     try {
-        std::lock_guard<std::mutex> lock(d.mutex);
+        // A mount's reader never waits for another one's hashing (which may wait on the network):
+        // its bytes are left to the gap of a later read.
+        std::unique_lock<std::mutex> lock(d.mutex, std::defer_lock);
+        if (d.whole) {
+            lock.lock();
+        } else if (!lock.try_lock()) {
+            return static_cast<ssize_t>(n);
+        }
         if (d.finished) return d.failed ? -EIO : static_cast<ssize_t>(n);
-        // A read past the hashed part: the bytes in between first (not when this read failed).
-        if (offset > d.hashed && !hash_gap(offset)) return static_cast<ssize_t>(n);  // hashed later (finish)
+        if (offset > d.hashed) {
+            if (!d.whole && offset - d.hashed > kSequentialWindow) {  // not an in-order reader: unchecked
+                d.finished = true;
+                d.settled = true;
+                return static_cast<ssize_t>(n);
+            }
+            // The bytes in between first (when that fails: at finish, or at a later read).
+            if (!hash_gap(offset)) return static_cast<ssize_t>(n);
+        }
         if (offset + n > d.hashed) {
             const uint64_t skip = d.hashed - offset;
             d.hash.update(static_cast<const char*>(data) + skip, n - static_cast<size_t>(skip));
             d.hashed = offset + n;
         }
+        // An in-order reader near the end: the bytes it does not read (padding) complete the check.
+        if (!d.whole && size() - d.hashed <= kSequentialTail && !hash_gap(size())) return static_cast<ssize_t>(n);
         if (d.hashed == size()) compare_digest();
         return d.failed ? -EIO : static_cast<ssize_t>(n);
     } catch (...) {

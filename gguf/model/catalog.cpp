@@ -1,8 +1,6 @@
 #include "gguf/model/catalog.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <climits>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 
 #include "gguf/model/merge_plan.hpp"
 #include "gguf/model/byte_split.hpp"
+#include "gguf/model/catalog_dir.hpp"
 #include "gguf/model/catalog_kv.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
@@ -28,6 +27,11 @@
 namespace gguf {
 
 namespace {
+
+using catalog_dir::DirectoryNames;
+using catalog_dir::join;
+using catalog_dir::Listed;
+using catalog_dir::Subdir;
 
 /// Most directories one catalog walks (aliases through links included); the rest is a Problem.
 constexpr size_t kMaxDirectories = 100000;
@@ -42,36 +46,12 @@ EntryAttributes directory_attributes(const struct stat& st) {
     return a;
 }
 
-/// A regular file of one directory listing.
-struct Listed {
-    std::string name;
-    FilePart part;  // path = absolute path through the link name, st through the link
-};
-
-/// A subdirectory to walk.
-struct Subdir {
-    std::string name;
-    std::string full;
-    struct stat st {};
-};
-
 /// A candidate for a served name before clash resolution.
 struct Candidate {
     std::string name;        // in its directory
     std::string first_part;  // base name of its first physical file (rule 6 ordering)
     CatalogEntry entry;
 };
-
-/// `path` itself when at most 200 bytes, else its first 100 and last 80 bytes around
-/// "...(N bytes)...", so a Problem about a path too long to use stays readable.
-std::string cut_path(const std::string& path) {
-    constexpr size_t kHead = 100, kTail = 80;
-    if (path.size() <= kHead + kTail + 20) return path;
-    return path.substr(0, kHead) + "...(" + std::to_string(path.size()) + " bytes)..." +
-           path.substr(path.size() - kTail);
-}
-
-std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 /// The first 4 bytes of `part` are "GGUF". Throws gguf::Error(Io) when it cannot be read.
 bool starts_with_gguf_magic(const FilePart& part) {
@@ -98,13 +78,9 @@ public:
         if (!listing_) out_.watched.push_back(WatchedPath{abs, true, true, st});
         ancestors_.push_back({st.st_dev, st.st_ino, rel});
 
-        std::vector<Listed> files;
-        std::vector<Subdir> subdirs;
-        std::set<std::string> real_names;
-        if (list(abs, rel, &files, &subdirs, &real_names)) {
-            scan_files(abs, rel, files, real_names, nullptr);
-        }
-        for (const Subdir& sub : subdirs) {
+        DirectoryNames names;
+        if (list(abs, rel, &names)) scan_files(abs, rel, names.files, names.real_names, nullptr);
+        for (const Subdir& sub : names.subdirs) {
             const std::string sub_rel = join(rel, sub.name);
             auto loop = std::find_if(ancestors_.begin(), ancestors_.end(), [&](const Ancestor& a) {
                 return a.dev == sub.st.st_dev && a.ino == sub.st.st_ino;
@@ -119,7 +95,7 @@ public:
                 // next, 16 levels) would otherwise expand to 2^16 copies of the deepest level.
                 problem(sub_rel, sub.full + ": the directory '" + seen->second +
                                      "' again (another link to it); shown there only, not here");
-            } else if (entries_cut_) {
+            } else if (budget_.cut) {
                 continue;  // reported once, where the cut happened
             } else if (depth + 1 > options_.max_depth) {
                 problem(sub_rel, sub.full + ": nested deeper than " + std::to_string(options_.max_depth) +
@@ -171,11 +147,9 @@ public:
             }
             return;
         }
-        std::vector<Listed> files;
-        std::vector<Subdir> subdirs;
-        std::set<std::string> real_names;
+        DirectoryNames names;
         const size_t before = out_.problems.size();
-        if (list(dir, "", &files, &subdirs, &real_names)) scan_files(dir, "", files, real_names, &base);
+        if (list(dir, "", &names)) scan_files(dir, "", names.files, names.real_names, &base);
         // The catalog of one set shows nothing else, so "not shown" would say nothing.
         static const std::string kNotShown = "; not shown";
         for (size_t i = before; i < out_.problems.size(); ++i) {
@@ -305,91 +279,12 @@ private:
         if (!reason.empty()) out_.notes.push_back(Problem{path, std::move(reason)});
     }
 
-    /// Lists directory `abs`: regular files, subdirectories and every name taken (rule 6).
-    /// Names starting with '.' are skipped. Returns false (and records a Problem) when the
-    /// directory cannot be read.
-    bool list(const std::string& abs, const std::string& rel, std::vector<Listed>* files, std::vector<Subdir>* subdirs,
-              std::set<std::string>* real_names) {
-        if (listing_) return list_listing(abs, rel, files, subdirs, real_names);
-        DIR* d = ::opendir(abs.c_str());
-        if (!d) {
-            int e = errno;
-            problem(rel.empty() ? "." : rel, abs + ": cannot list directory: " + std::strerror(e));
-            return false;
+    /// Reads directory `abs` shown at `rel` (catalog_dir.hpp): of the listing, else local.
+    bool list(const std::string& abs, const std::string& rel, DirectoryNames* names) {
+        if (listing_) {
+            return catalog_dir::list_listed(*listing_, abs, rel, options_, budget_, &listed_directories_, names, out_);
         }
-        std::vector<std::string> names;
-        while (dirent* ent = ::readdir(d)) {
-            if (ent->d_name[0] == '.') continue;  // ".", "..", and hidden names (rule 1)
-            if (entries_ >= options_.max_entries) {
-                if (!entries_cut_) {
-                    entries_cut_ = true;
-                    problem(rel.empty() ? "." : rel,
-                            abs + ": more than " + std::to_string(options_.max_entries) +
-                                " entries under SOURCE (CatalogOptions::max_entries); the rest of this directory "
-                                "and every directory not walked yet are not shown");
-                }
-                break;
-            }
-            ++entries_;
-            names.emplace_back(ent->d_name);
-        }
-        ::closedir(d);
-        std::sort(names.begin(), names.end());
-
-        for (const std::string& name : names) {
-            const std::string full = abs + "/" + name;
-            const std::string rp = join(rel, name);
-            if (std::find(options_.skip_paths.begin(), options_.skip_paths.end(), full) != options_.skip_paths.end()) {
-                real_names->insert(name);  // taken: no virtual file gets the mount point's name
-                continue;
-            }
-            struct stat lst {};
-            if (::lstat(full.c_str(), &lst) != 0) {
-                int e = errno;
-                if (e == ENOENT) continue;  // vanished since readdir
-                // Rule 10: e.g. ENAMETOOLONG (longer than PATH_MAX); never dropped silently.
-                problem(cut_path(rp), cut_path(full) + ": cannot look at it (" + std::strerror(e) +
-                                          (full.size() >= PATH_MAX ? ", the path is " + std::to_string(full.size()) +
-                                                                         " bytes, the limit PATH_MAX is " +
-                                                                         std::to_string(PATH_MAX)
-                                                                   : std::string()) +
-                                          "); not shown");
-                continue;
-            }
-            real_names->insert(name);
-            struct stat st {};
-            if (::stat(full.c_str(), &st) != 0) {
-                int e = errno;
-                if (S_ISLNK(lst.st_mode)) {
-                    char target[4096];
-                    ssize_t n = ::readlink(full.c_str(), target, sizeof target - 1);
-                    std::string t = n >= 0 ? std::string(target, static_cast<size_t>(n)) : std::string("?");
-                    if (e == ELOOP) {
-                        problem(rp, full + ": symlink loop (the chain of links never ends); not followed");
-                    } else {
-                        problem(rp, full + ": dangling symlink to '" + t + "' (" + std::strerror(e) + "); not shown");
-                    }
-                    out_.watched.push_back(WatchedPath{full, false, false, {}});
-                }
-                continue;
-            }
-            if (S_ISDIR(st.st_mode)) {
-                const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
-                if (std::find(options_.skip.begin(), options_.skip.end(), id) != options_.skip.end()) continue;
-                subdirs->push_back(Subdir{name, full, st});
-            } else if (S_ISREG(st.st_mode)) {
-                Listed l;
-                l.name = name;
-                l.part.path = full;
-                l.part.st = st;
-                l.part.size = static_cast<uint64_t>(st.st_size);
-                out_.watched.push_back(WatchedPath{full, false, true, st});
-                files->push_back(std::move(l));
-            } else {
-                problem(rp, full + ": not a regular file or directory; not shown");
-            }
-        }
-        return true;
+        return catalog_dir::list_local(abs, rel, options_, budget_, names, out_);
     }
 
     /// Rules 2-6 for the regular files of one directory. With `only_first`, just the set whose
@@ -597,51 +492,6 @@ private:
         out_.entries.push_back(std::move(e));
     }
 
-    /// list() for a DirectoryListing: every item is a real name; files carry their source;
-    /// each subdirectory gets a distinct made-up inode (a listing has no loops).
-    bool list_listing(const std::string& abs, const std::string& rel, std::vector<Listed>* files,
-                      std::vector<Subdir>* subdirs, std::set<std::string>* real_names) {
-        std::vector<DirectoryListing::Item> items;
-        try {
-            items = listing_->list(rel);
-        } catch (const Error& e) {
-            problem(rel.empty() ? "." : rel, std::string(e.what()) + "; not shown");
-            return false;
-        }
-        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-        for (auto& item : items) {
-            if (item.name.empty() || item.name[0] == '.') continue;
-            if (entries_ >= options_.max_entries) {  // rule 7, as for a local directory
-                if (!entries_cut_) {
-                    entries_cut_ = true;
-                    problem(rel.empty() ? "." : rel,
-                            (rel.empty() ? listing_->root() : listing_->root() + "/" + rel) + ": more than " +
-                                std::to_string(options_.max_entries) +
-                                " entries under SOURCE (the model-directory limit); the rest of this directory and "
-                                "every directory not walked yet are not shown");
-                }
-                break;
-            }
-            ++entries_;
-            if (!real_names->insert(item.name).second) continue;
-            if (!item.directory && !item.error.empty()) {
-                problem(rel.empty() ? item.name : rel + "/" + item.name, item.error + "; not shown");
-                continue;
-            }
-            if (item.directory) {
-                struct stat st {};
-                st.st_mode = S_IFDIR | 0555;
-                st.st_uid = item.part.st.st_uid;
-                st.st_gid = item.part.st.st_gid;
-                st.st_ino = ++listed_directories_;
-                subdirs->push_back(Subdir{item.name, abs + "/" + item.name, st});
-            } else {
-                files->push_back(Listed{item.name, std::move(item.part)});
-            }
-        }
-        return true;
-    }
-
     const CatalogOptions& options_;
     Catalog& out_;
     DirectoryListing* listing_ = nullptr;
@@ -651,8 +501,7 @@ private:
     std::map<std::pair<dev_t, ino_t>, std::string> visited_;  // every directory walked -> its path
     size_t directories_ = 0;
     AccessJudge judge_;
-    size_t entries_ = 0;        // names listed so far, over all directories
-    bool entries_cut_ = false;  // max_entries was reached
+    catalog_dir::NameBudget budget_;  // rule 7, over all directories
 };
 
 }  // namespace

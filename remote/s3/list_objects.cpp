@@ -1,13 +1,11 @@
 #include "remote/s3/list_objects.hpp"
 
-#include <libxml/parser.h>
-#include <libxml/tree.h>
-
 #include <charconv>
 #include <memory>
 #include <set>
 
 #include "gguf/error.hpp"
+#include "remote/xml.hpp"
 
 namespace gguf_mount::remote::s3 {
 namespace {
@@ -15,24 +13,17 @@ namespace {
 using gguf::Code;
 using gguf::Error;
 
-struct DocFree {
-    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
-};
-struct CtxtFree {
-    void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
-};
-
 /// Parses `body` as XML without network access, DTD loading or entity substitution; a document
 /// with a DTD is refused (S3 never sends one, and it is the way to entity expansion). On failure
 /// returns null with *why set.
-std::unique_ptr<xmlDoc, DocFree> read_xml(std::string_view body, std::string* why) {
-    std::unique_ptr<xmlParserCtxt, CtxtFree> ctxt(xmlNewParserCtxt());
+OwnedXmlDoc read_xml(std::string_view body, std::string* why) {
+    OwnedXmlParser ctxt(xmlNewParserCtxt());
     if (!ctxt) {
         *why = "out of memory";
         return nullptr;
     }
     const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOCDATA;
-    std::unique_ptr<xmlDoc, DocFree> doc(
+    OwnedXmlDoc doc(
         xmlCtxtReadMemory(ctxt.get(), body.data(), static_cast<int>(body.size()), "s3.xml", nullptr, options));
     if (!doc) {
         const xmlError* e = xmlCtxtGetLastError(ctxt.get());

@@ -3,12 +3,6 @@
 // mod_autoindex (table, <pre> and plain list pages written from its documented format).
 #include <curl/curl.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-
 #include <filesystem>
 #include <functional>
 
@@ -61,35 +55,6 @@ std::string describe(const std::vector<IndexEntry>& v) {
     for (const auto& e : v)
         s += "[" + e.name.substr(0, 40) + (e.directory ? "/" : "") + " " + (e.size ? std::to_string(*e.size) : "-") + (e.problem.empty() ? "" : " ! " + e.problem) + "] ";
     return s;
-}
-
-/// Runs `f` in a child process whose address space may grow by at most `extra` bytes past the
-/// parent's; returns the child's exit code: 0 when `f` returned true, 1 when false, 3 for
-/// std::bad_alloc, 4 for another exception.
-int in_bounded_child(const std::function<bool()>& f, size_t extra) {
-    size_t vm_pages = 0;
-    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
-        if (std::fscanf(statm, "%zu", &vm_pages) != 1) vm_pages = 0;
-        std::fclose(statm);
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        const rlim_t limit = vm_pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + extra;
-        struct rlimit rl {limit, limit};
-        ::setrlimit(RLIMIT_AS, &rl);
-        int code = 4;
-        try {
-            code = f() ? 0 : 1;
-        } catch (const std::bad_alloc&) {
-            code = 3;
-        } catch (...) {
-            code = 4;
-        }
-        ::_exit(code);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(IndexHtml, NginxCapturedPageGivesDecodedNamesKindsAndExactSizes) {
@@ -248,7 +213,7 @@ TEST(IndexJson, SixteenMibOfNestedArraysIsRefusedAtDepth64WithBoundedMemory) {
               gguf::Code::BadValue);
     EXPECT_EQ(message, "http://127.0.0.1/j/: index is nested deeper than 64 levels");
     // The same parse with 64 MiB of address space to spare (the page itself is 16 MiB).
-    EXPECT_EQ(in_bounded_child(
+    EXPECT_EQ(gguf_test::in_bounded_child(
                   [&] {
                       try {
                           parse_index(deep, "application/json", "http://127.0.0.1/j/");

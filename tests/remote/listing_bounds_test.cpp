@@ -1,11 +1,17 @@
-// remote/listing: the bounds of a directory URL's walk against nginx on 127.0.0.1: names are
-// counted before any listed file is fetched, and names a file system cannot hold or claimed
+// remote/listing and remote/hub_listing: the bounds of a directory URL's walk against nginx on
+// 127.0.0.1 and of a Hub tree against the Hub emulation: names are counted before any listed file
+// is fetched (a tree: before its next page), and names a file system cannot hold or claimed
 // sizes above 1 PiB are problems, never entries.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 
+#include "gguf/error.hpp"
 #include "gguf/model/catalog.hpp"
+#include "remote/hub_emulation.hpp"
+#include "remote/hub_listing.hpp"
 #include "remote/listing.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -67,6 +73,40 @@ TEST_F(ListingBounds, NamesPastTheLimitAreNeitherFetchedNorListedAndTheCutIsOneP
     nginx.stop();
 }
 
+// A Hub tree of 30 files at 3 a page, with a limit of 10 names: the listing stops after the page
+// that holds the 11th entry (4 pages, not 10), keeps 10, and the cut is one Problem naming the
+// limit.
+TEST_F(ListingBounds, HubTreeEntriesPastTheLimitEndTheListingAndTheCutIsOneProblem) {
+    std::string why;
+    if (!remote_test::HubEmulation::available(&why)) GTEST_SKIP() << why;
+    remote_test::HubRepoSpec spec;
+    spec.page_size = 3;
+    for (int i = 0; i < 30; ++i) {
+        const std::string name = "f" + std::to_string(100 + i) + ".txt";
+        gguf_test::write_file(tree_.path() + "/" + name, "x");
+        spec.files.push_back(remote_test::HubRepoFile{name, tree_.path() + "/" + name, false});
+    }
+    remote_test::HubEmulation hub(spec);
+    ASSERT_TRUE(hub.start(&why)) << why;
+    const HubSource source = parse_hub_source("hf://" + spec.org + "/" + spec.repo);
+    HubListing whole(context(), source, hub.endpoint(), "");
+    EXPECT_EQ(gguf::build_catalog(whole).entries.size(), 30u);
+    EXPECT_EQ(whole.pages(), 10u);
+
+    HubListing listing(context(), source, hub.endpoint(), "", 10);
+    gguf::CatalogOptions options;
+    options.max_entries = 10;
+    gguf::Catalog catalog = gguf::build_catalog(listing, options);
+    EXPECT_EQ(catalog.entries.size(), 10u);
+    EXPECT_EQ(listing.pages(), 4u) << "pages past the limit are not fetched";
+    ASSERT_EQ(catalog.problems.size(), 1u);
+    EXPECT_NE(catalog.problems[0].reason.find(": more than 10 entries under SOURCE (the model-directory limit)"),
+              std::string::npos)
+        << catalog.problems[0].reason;
+    EXPECT_EQ(catalog.problems[0].reason.find('\n'), std::string::npos) << "one line";
+    hub.stop();
+}
+
 TEST_F(ListingBounds, ANameOverNameMaxAndAHugeSizeAreProblemsAndTheRestIsServed) {
     // A crafted index page: nginx serves crafted/index.html for the directory URL crafted/.
     fs::create_directories(tree_.path() + "/crafted");
@@ -97,6 +137,56 @@ TEST_F(ListingBounds, ANameOverNameMaxAndAHugeSizeAreProblemsAndTheRestIsServed)
         EXPECT_EQ(e.uri.find("huge.gguf"), std::string::npos) << e.uri;
         EXPECT_EQ(e.uri.find("nnnn"), std::string::npos) << e.uri;
     }
+    nginx.stop();
+}
+
+// A directory whose index page (12 MiB, under the 16 MiB page limit) is more than the process
+// may allocate: the listing fails with one line naming the page's URL, ENOMEM, and no crash. The
+// listing runs in a child process whose address space may grow by 6 MiB only (RLIMIT_AS), forked
+// from a fresh run of this test binary: after other tests the heap holds freed memory that the
+// page would fit in without growing the address space.
+TEST_F(ListingBounds, AnIndexPageTooBigForMemoryIsOneLineNamingTheUrlWithEnomem) {
+    static const char* const kFresh = "GGUF_TEST_FRESH_PROCESS";
+    if (std::getenv(kFresh) == nullptr) {
+        ::setenv(kFresh, "1", 1);
+        auto r = gguf_test::run({"/proc/self/exe", "--gtest_filter=" + std::string(::testing::UnitTest::GetInstance()
+                                                                                     ->current_test_info()
+                                                                                     ->test_suite_name()) +
+                                                       "." + ::testing::UnitTest::GetInstance()->current_test_info()->name()});
+        ::unsetenv(kFresh);
+        EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+        EXPECT_NE(r.out.find("[  PASSED  ] 1 test"), std::string::npos) << r.out << r.err;
+        return;
+    }
+    fs::create_directories(tree_.path() + "/big");
+    gguf_test::write_file(tree_.path() + "/big/index.html",
+                          "<html><body><!-- " + std::string(size_t{12} << 20, 'p') + " --><pre>"
+                          "<a href=\"ok.txt\">ok.txt</a>   01-Jan-2026 00:00    4\r\n</pre></body></html>");
+    NginxServer nginx(NginxOptions{tree_.path()});
+    std::string error;
+    ASSERT_TRUE(nginx.start(&error)) << error;
+    const std::string url = nginx.base_url() + "/big/";
+    auto ctx = context();
+    HttpDirectoryListing listing(ctx, url);
+    const std::string result = tree_.path() + "/child-result";
+    const int code = gguf_test::in_bounded_child(
+        [&] {
+            try {
+                listing.list("");
+            } catch (const gguf::Error& e) {
+                gguf_test::write_file(result, e.what());
+                return e.sys_errno() == ENOMEM;
+            }
+            return false;  // listed: the bound was not reached
+        },
+        size_t{6} << 20);
+    const std::string what = gguf_test::read_file(result);
+    EXPECT_EQ(code, 0) << "0: ENOMEM, 1: listed or another errno, 3: std::bad_alloc, 4: another exception, "
+                          "128+: a signal; "
+                       << what;
+    // Where the allocation fails varies (receiving the page, parsing it): the line names the URL.
+    EXPECT_EQ(what.rfind(url + ": out of memory ", 0), 0u) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     nginx.stop();
 }
 

@@ -3,12 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +71,32 @@ std::string sha256_hex(const std::string& bytes) {
     MdCtx md;
     md.update(bytes.data(), bytes.size());
     return md.hex();
+}
+
+int in_bounded_child(const std::function<bool()>& f, size_t extra) {
+    size_t vm_pages = 0;
+    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(statm, "%zu", &vm_pages) != 1) vm_pages = 0;
+        std::fclose(statm);
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const rlim_t limit = vm_pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + extra;
+        struct rlimit rl {limit, limit};
+        ::setrlimit(RLIMIT_AS, &rl);
+        int code = 4;
+        try {
+            code = f() ? 0 : 1;
+        } catch (const std::bad_alloc&) {
+            code = 3;
+        } catch (...) {
+            code = 4;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::string sha256_file(const std::string& path) {

@@ -1,7 +1,9 @@
 // Helpers shared by the unit, CLI and mount tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,6 +21,12 @@ void write_file(const std::string& path, const std::string& bytes);
 
 /// Lowercase hex sha256 of `bytes` (OpenSSL EVP).
 std::string sha256_hex(const std::string& bytes);
+
+/// Runs `f` in a forked child process whose address space may grow by at most `extra` bytes
+/// past the parent's (RLIMIT_AS); returns the child's exit code: 0 when `f` returned true, 1
+/// when false, 3 for std::bad_alloc, 4 for another exception, 128 + signal when it died. The
+/// child has only the calling thread and ends with _exit (no destructors).
+int in_bounded_child(const std::function<bool()>& f, size_t extra);
 
 /// Lowercase hex sha256 of a file's content, streamed in 1 MiB chunks.
 std::string sha256_file(const std::string& path);
