@@ -202,8 +202,9 @@ int prefetch(const std::string& argument, const SourceOptions& options, bool qui
     if (!quiet) {
         uint64_t fetched = 0;
         for (const auto& s : sources) fetched += s->bytes_fetched();
-        spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}; {} bytes fetched now",
-                     remote::url_for_message(argument), sources.size(), total, context->cache().dir(), fetched);
+        spdlog::info("{}: {} remote file(s), {} (as stored on the server) cached in {}; {} fetched now",
+                     remote::url_for_message(argument), sources.size(), size_for_humans(total), context->cache().dir(),
+                     size_for_humans(fetched));
     }
     return 0;
 }

@@ -115,7 +115,7 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
     if (which & kCacheMaxSizeOption) {
         add("cache-max-size", prefix + "bound of the cache, whole number + M (10^6 bytes) or G (10^9 bytes); least "
                                        "recently used blocks are evicted (default: unbounded)",
-            cxxopts::value<std::string>(), "N");
+            cxxopts::value<std::string>(), "N(M|G)");
     }
     if (which & kOfflineOption) {
         add("offline", prefix + "no network; serve what the cache holds, other reads fail with EIO");

@@ -1,5 +1,6 @@
 #include "mount/mount_fixture.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -33,6 +35,24 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
     while (std::getline(in, line)) {
         if (line.find(needle) != std::string::npos) out.push_back(line);
     }
+    return out;
+}
+
+void clean_up_daemonized_mount(const std::string& mnt) {
+    auto pids = daemon_pids_with_argument(mnt);
+    if (find_mount(mnt)) unmount(mnt);
+    for (pid_t pid : pids) {
+        if (!wait_gone(pid)) ::kill(pid, SIGKILL);
+    }
+}
+
+std::string without_timestamps(const std::string& text) {
+    static const std::regex stamp(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} )");
+    std::string out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) out += std::regex_replace(line, stamp, "", std::regex_constants::format_first_only) + "\n";
+    if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
     return out;
 }
 

@@ -76,6 +76,7 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.range = str_field(j, "range");
         e.authorization = str_field(j, "authorization");
         e.accept_encoding = str_field(j, "accept_encoding");
+        e.user_agent = str_field(j, "user_agent");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
         e.seq = to_u64(j.value("seq", nlohmann::json(0)));
@@ -285,7 +286,7 @@ std::string NginxServer::config_text() const {
       << "  scgi_temp_path " << p << "/scgi;\n"
       << "  log_format gguf_json escape=json '{\"port\":\"$server_port\",\"method\":\"$request_method\","
          "\"uri\":\"$request_uri\",\"request\":\"$request\",\"status\":\"$status\",\"range\":\"$http_range\","
-         "\"authorization\":\"$http_authorization\",\"accept_encoding\":\"$http_accept_encoding\","
+         "\"authorization\":\"$http_authorization\",\"accept_encoding\":\"$http_accept_encoding\",\"user_agent\":\"$http_user_agent\","
          "\"bytes_sent\":\"$bytes_sent\","
          "\"body_bytes_sent\":\"$body_bytes_sent\"}';\n"
       << "  access_log " << p << "/access.log gguf_json;\n"

@@ -29,6 +29,7 @@ struct AccessEntry {
     std::string range;            // the Range header as sent, "" when absent ("bytes=0-99")
     std::string authorization;    // the Authorization header as sent, "" when absent
     std::string accept_encoding;  // the Accept-Encoding header as sent, "" when absent
+    std::string user_agent;       // the User-Agent header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
     uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0
