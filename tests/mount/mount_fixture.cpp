@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -44,16 +43,6 @@ void clean_up_daemonized_mount(const std::string& mnt) {
     for (pid_t pid : pids) {
         if (!wait_gone(pid)) ::kill(pid, SIGKILL);
     }
-}
-
-std::string without_timestamps(const std::string& text) {
-    static const std::regex stamp(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} )");
-    std::string out;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) out += std::regex_replace(line, stamp, "", std::regex_constants::format_first_only) + "\n";
-    if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
-    return out;
 }
 
 std::optional<milliseconds> time_until(const std::function<bool()>& done, milliseconds limit) {

@@ -56,10 +56,6 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
 /// by the test) after kTimeout. For the TearDown of tests that daemonize.
 void clean_up_daemonized_mount(const std::string& mnt);
 
-/// `text` (a foreground mount's log) with the timestamp that starts each line removed
-/// ("2026-12-01 11:40:00.123 gguf-mount: info: ..." -> "gguf-mount: info: ...").
-std::string without_timestamps(const std::string& text);
-
 /// Polls `done` every 10 ms; returns how long it took to become true, or nullopt once `limit`
 /// has passed.
 std::optional<milliseconds> time_until(const std::function<bool()>& done, milliseconds limit = std::chrono::seconds(5));

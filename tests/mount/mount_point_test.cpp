@@ -94,7 +94,7 @@ gguf_test::RunResult run_refused(const std::string& source, const std::string& m
         code = d.exit_code();
     }
     r.exit_code = code ? *code : -1;
-    r.err = mount_test::without_timestamps(gguf_test::read_file(log));
+    r.err = gguf_test::without_timestamps(gguf_test::read_file(log));
     return r;
 }
 
@@ -395,7 +395,7 @@ TEST_F(MountPoint, AMountAbortedWhileItIsCheckedIsADeadMount) {
     auto code = d.wait_exit();
     ASSERT_TRUE(code);
     EXPECT_EQ(*code, 1);
-    EXPECT_EQ(mount_test::without_timestamps(log()), "gguf-mount: error: " + mnt_ + ": a dead fuse.plainfs mount is there (Transport endpoint is " +
+    EXPECT_EQ(gguf_test::without_timestamps(log()), "gguf-mount: error: " + mnt_ + ": a dead fuse.plainfs mount is there (Transport endpoint is " +
                          "not connected: its daemon is gone); clear it with 'fusermount3 -uz " + mnt_ +
                          "', then mount again; nothing mounted\n");
 #endif

@@ -28,6 +28,8 @@ protected:
         mount_test::copy_kvzoo(src_);
         NginxOptions o;
         o.root = src_;
+        // A plain web server refusing a folder (no Hub headers).
+        o.extra_server_config = "location /forbidden/ { return 403; }";
         nginx_ = std::make_unique<NginxServer>(o);
         ASSERT_TRUE(nginx_->start(&why)) << why;
         cache_ = root_ + "/cache";
@@ -95,6 +97,21 @@ TEST_F(MountOptions, EveryRequestCarriesTheVersionInItsUserAgent) {
     auto log = nginx_->wait_access_log(1);
     ASSERT_FALSE(log.empty());
     for (const auto& e : log) EXPECT_EQ(e.user_agent, "gguf-mount/" + v) << e.request_line;
+}
+
+/// A plain web server's 403 is said in HTTP words, never with the Hub's ("private or gated",
+/// HF_TOKEN): those are for answers that carry the Hub's X-Error-Code, or for hf:// sources.
+TEST_F(MountOptions, APlainServersRefusalIsNotExplainedInHubWords) {
+    for (const std::string& url : {nginx_->base_url() + "/forbidden/" + mount_test::kvzoo_shard(1),
+                                   nginx_->base_url() + "/forbidden/"}) {
+        auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", url, "--cache-dir", cache_});
+        EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+        const std::string all = r.out + r.err;
+        EXPECT_NE(all.find("HTTP 403"), std::string::npos) << all;
+        for (const char* hub_word : {"gated", "private", "HF_TOKEN", "Hugging Face", "hf auth"}) {
+            EXPECT_EQ(all.find(hub_word), std::string::npos) << hub_word << " in: " << all;
+        }
+    }
 }
 
 }  // namespace
