@@ -281,8 +281,10 @@ int run_check(int argc, char** argv) {
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     // A single unsplit GGUF file is fine as it is: say so (it is not a set to merge, but not a
     // problem either); a mount of its directory serves it.
+    struct stat sidecar {};  // NAME.gguf.kv beside it: the catalog shows the edits
     if (resolved.kind == SourceKind::LocalFile && resolved.local_problem.empty() && !copt.split_view &&
-        copt.overrides.empty() && !gguf::parse_shard_name(resolved.path)) {
+        copt.overrides.empty() && !gguf::parse_shard_name(resolved.path) &&
+        ::stat((resolved.path + ".kv").c_str(), &sidecar) != 0) {
         std::optional<gguf::Header> h;
         try {
             h = gguf::read_header(resolved.path);

@@ -239,7 +239,7 @@ TEST_F(MergeUrl, BadInputIsOneLineNamingItAndLeavesNothing) {
         std::vector<std::string> args;
         std::string names;
     } cases[] = {
-        {{second, out}, "dense-00002-of-00003.gguf: not a first-shard URL"},
+        {{second, out}, "dense-00002-of-00003.gguf: shard 2 of 3, not the first; did you mean " + url_of(first_) + "?"},
         {{nginx_->base_url() + "/nothere-00001-of-00002.gguf", out}, "nothere-00001-of-00002.gguf"},
         {{"--delete-splits", url_of(first_), out}, "--delete-splits is refused for a URL"},
         {{nginx_->base_url() + "/html/", out}, "/html/: a directory URL; merge takes the URL of a set's first shard"},
