@@ -2,7 +2,10 @@
 // (gguf::build_catalog): every served file with its shards or pieces and its size, every
 // directory, every problem, and every note (served narrower than its mode bits). Exit status 0 when there is no problem, 1 otherwise, 2 for usage
 // errors.
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +16,13 @@
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
+#include "cli/progress.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/source.hpp"
 #include "cli/split_options.hpp"
+#include "gguf/format/reader.hpp"
 #include "gguf/model/catalog.hpp"
+#include "gguf/model/split_set.hpp"
 #include "gguf/model/shard_view.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
@@ -277,6 +283,38 @@ int run_check(int argc, char** argv) {
     raise_open_file_limit();
     setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
+    // A single unsplit GGUF file is fine as it is: say so (it is not a set to merge, but not a
+    // problem either); a mount of its directory serves it.
+    struct stat sidecar {};  // NAME.gguf.kv beside it: the catalog shows the edits
+    if (resolved.kind == SourceKind::LocalFile && resolved.local_problem.empty() && !copt.split_view &&
+        copt.overrides.empty() && !gguf::parse_shard_name(resolved.path) &&
+        ::stat((resolved.path + ".kv").c_str(), &sidecar) != 0) {
+        std::optional<gguf::Header> h;
+        try {
+            h = gguf::read_header(resolved.path);
+        } catch (const gguf::Error&) {
+            // not a GGUF file, or a damaged one: the catalog below says why
+        }
+        if (h && !gguf::has_split_count_above_one(*h)) {
+            struct stat st {};
+            const uint64_t size = ::stat(resolved.path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+            if (json) {
+                nlohmann::ordered_json j;
+                put_name(j, "source", source);
+                j["ok"] = true;
+                j["single_file"] = {{"tensors", h->tensors.size()}, {"size", size}};
+                j["entries"] = nlohmann::ordered_json::array();
+                j["directories"] = nlohmann::ordered_json::array();
+                j["problems"] = nlohmann::ordered_json::array();
+                print_json(j);
+            } else {
+                std::printf("%s: a valid GGUF file, %zu tensors, %s: a single file, nothing to merge (a mount of "
+                            "its directory serves it as it is)\n",
+                            gguf::escape(resolved.path).c_str(), h->tensors.size(), size_for_humans(size).c_str());
+            }
+            return 0;
+        }
+    }
     gguf::Catalog catalog;
     try {
         // A remote SOURCE: headers only, through the block cache ($XDG_CACHE_HOME/gguf-mount),

@@ -315,7 +315,10 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     ProgressBar bar("downloading", vf.size(), progress_wanted(quiet));
     uint64_t done = 0;
     wopt.progress = [&](uint64_t n) {
-        bar.add(n);
+        // The bytes of the earlier run come first: done already, not downloaded now.
+        const uint64_t old = done < resume_from ? std::min(n, resume_from - done) : 0;
+        if (old) bar.skip(old);
+        if (n > old) bar.add(n - old);
         done += n;
         if (done >= vf.size() / 2 && done - n < vf.size() / 2) checkpoint("mid-copy");
     };
@@ -362,7 +365,7 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     gguf::sync_directory(gguf::dir_name(output));
     checkpoint("published");
     if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} bytes from {} into {}", shard_count, tensor_count, vf.size(),
+        spdlog::info("merged {} shard(s), {} tensors, {} from {} into {}", shard_count, tensor_count, size_for_humans(vf.size()),
                      source.shown, output);
     }
     return 0;
@@ -408,9 +411,28 @@ MergeInput open_merge_input(const std::string& first, const std::string& output,
     return MergeInput{gguf::open_merged(*set, overrides), std::move(parts), set->shards().size(), set->tensor_count()};
 }
 
+/// The input is checked before the output: arguments given the wrong way round (`merge OUT.gguf
+/// NAME-00001-of-N.gguf`, or `merge OUT.gguf URL`) are named as such, before the output rule
+/// would call the first shard an existing output to remove. Throws gguf::Error (BadArgument for
+/// a swap naming both, Code::Io for a missing local input naming it); touches nothing.
+void check_input_before_output(const ResolvedSource& source, const std::string& first, const std::string& output) {
+    const ResolvedSource out = resolve_source(output, SourceOptions{});
+    const bool input_missing = !source.remote() && !source.local_problem.empty();
+    const bool output_is_input = out.remote() || (gguf::parse_shard_name(output) && out.local_problem.empty());
+    if (output_is_input && (input_missing || !gguf::parse_shard_name(first))) {
+        throw gguf::Error(gguf::Code::BadArgument,
+                          "GGUF_OUT " + out.shown + " is " + (out.remote() ? "a URL" : "an existing shard") +
+                              " and FIRST_SHARD " + first + (input_missing ? " does not exist" : " is not a shard") +
+                              "; did you swap them? The order is 'gguf-mount merge FIRST_SHARD GGUF_OUT'; "
+                              "nothing written");
+    }
+    if (input_missing) throw gguf::Error(gguf::Code::Io, first + ": " + source.local_problem + "; nothing written");
+}
+
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
           const SourceOptions& options, const gguf::KvOverrides& overrides, std::string* interrupted) {
     ResolvedSource source = resolve_source(first, options);
+    check_input_before_output(source, first, output);
 #ifdef GGUF_MOUNT_WITH_REMOTE
     if (source.remote()) return merge_url(source, output, delete_splits, quiet, overrides, interrupted);
 #else
@@ -456,10 +478,9 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     out.publish();
     checkpoint("published");
     if (!quiet && shard_count == 0) {
-        spdlog::info("wrote {} with the edited metadata, {} tensors, {} bytes", output, tensor_count, vf.size());
+        spdlog::info("wrote {} with the edited metadata, {} tensors, {}", output, tensor_count, size_for_humans(vf.size()));
     } else if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} bytes into {}", shard_count, tensor_count,
-                     vf.size(), output);
+        spdlog::info("merged {} shard(s), {} tensors, {} into {}", shard_count, tensor_count, size_for_humans(vf.size()), output);
     }
     if (delete_splits) {
         if (cancelled()) {

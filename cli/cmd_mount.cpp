@@ -15,6 +15,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
+#include "cli/progress.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/source.hpp"
 #include "cli/split_options.hpp"
@@ -44,6 +47,7 @@
 #include "fs/live.hpp"
 #include "fs/mount_point.hpp"
 #include "fs/session.hpp"
+#include "fs/watcher.hpp"
 #endif
 
 namespace gguf_mount::cli {
@@ -58,11 +62,6 @@ struct FilteredOptions {
     std::vector<std::string> keep;     // passed to libfuse
     bool has_fsname = false;
     bool has_subtype = false;
-    bool nonempty = false;             // "nonempty" was given: same as --allow-non-empty
-    /// The S3 options as fstab gives them (-o endpoint_url=URL,region=R,profile=P,no_sign_request):
-    /// the same as --endpoint-url, --region, --profile, --no-sign-request.
-    std::optional<std::string> endpoint_url, region, profile;
-    bool no_sign_request = false;
 };
 
 /// Sorts the user's -o options (already split at commas) into those for libfuse and those to
@@ -70,9 +69,8 @@ struct FilteredOptions {
 /// (_netdev, nofail, auto, noauto, user, users, nouser, owner, group, defaults, x-*,
 /// comment=*; as in mountpoint-s3's fstab.rs option_allowed), access-time policies that
 /// libfuse 3.14 rejects (relatime, strictatime, lazytime, nodiratime and their negations),
-/// FUSE 2's nonempty (noted in `nonempty`: it allows a non-empty mount point, as
-/// --allow-non-empty does), and "ro" and "default_permissions" (always added). The S3 options
-/// (endpoint_url=, region=, profile=, no_sign_request) are taken into their fields.
+/// and "ro" and "default_permissions" (always added). gguf-mount's own options given as -o
+/// items were taken out before (own_options_as_arguments).
 /// "rw" is dropped with a debug line: mount(8) passes it whenever "ro" is not given, and the
 /// mount is read-only whatever the options say.
 /// Dropped with a warning: "max_read=*" (fixed at 1 MiB to
@@ -82,26 +80,12 @@ struct FilteredOptions {
         "_netdev", "nofail", "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults",
         "ro", "default_permissions",
         // access-time policies mean nothing on a read-only file system, and libfuse 3.14 rejects
-        // these; "nonempty" is a FUSE 2 option libfuse 3 rejects: here it means --allow-non-empty.
+        // these.
         "relatime", "norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "diratime",
-        "nodiratime", "nonempty"};
+        "nodiratime"};
     FilteredOptions out;
     for (const auto& o : given) {
         if (o.empty()) continue;
-        if (o == "nonempty") out.nonempty = true;
-        if (o == "no_sign_request") {
-            out.no_sign_request = true;
-            continue;
-        }
-        bool s3_option = false;
-        for (auto [key, field] : {std::pair{"endpoint_url=", &out.endpoint_url}, std::pair{"region=", &out.region},
-                                  std::pair{"profile=", &out.profile}}) {
-            if (o.rfind(key, 0) == 0) {
-                *field = o.substr(std::string(key).size());
-                s3_option = true;
-            }
-        }
-        if (s3_option) continue;
         if (mount8_only.count(o) || o.rfind("x-", 0) == 0 || o.rfind("comment=", 0) == 0) {
             spdlog::debug("ignoring mount option '{}' (meant for mount(8)/systemd or always set)", o);
             continue;
@@ -143,30 +127,94 @@ struct FilteredOptions {
     return refused;
 }
 
+/// The -o spellings of the mount command's own long options: each declared long name with '-'
+/// and with '_' ("cache-dir", "cache_dir"), and FUSE 2's "nonempty" for --allow-non-empty
+/// (libfuse 3 rejects it; fstab lines carry it). Built from `options` as declared, so that
+/// every option a later change adds is accepted too. Not: -o itself, --help, --version and the
+/// positionals.
+std::map<std::string, std::string> own_option_spellings(const cxxopts::Options& options) {
+    std::map<std::string, std::string> table = {{"nonempty", "allow-non-empty"}};
+    static const std::set<std::string> not_as_o = {"o", "help", "version", "source", "mountpoint"};
+    for (const std::string& group : options.groups()) {
+        for (const auto& o : options.group_help(group).options) {
+            for (const std::string& name : o.l) {
+                if (not_as_o.count(name)) continue;
+                std::string underscores = name;
+                std::replace(underscores.begin(), underscores.end(), '-', '_');
+                table[name] = name;
+                table[underscores] = name;
+            }
+        }
+    }
+    return table;
+}
+
+/// The -o items of `given` that name one of the mount's own options (own_option_spellings), as
+/// command-line arguments ("cache_dir=/x" -> "--cache-dir=/x", a flag "offline" -> "--offline");
+/// those items are removed from `given`, the others (FUSE and mount(8) options) stay. What
+/// mount(8) and fstab pass reaches every option this way. Throws cxxopts' exception type for
+/// an option that takes a value given without one, naming it.
+std::vector<std::string> own_options_as_arguments(const cxxopts::Options& options, std::vector<std::string>* given) {
+    const auto table = own_option_spellings(options);
+    std::set<std::string> flags;
+    for (const std::string& group : options.groups()) {
+        for (const auto& o : options.group_help(group).options) {
+            if (o.is_boolean && !o.l.empty()) flags.insert(o.l.front());
+        }
+    }
+    std::vector<std::string> args, rest;
+    for (const std::string& item : *given) {
+        const size_t eq = item.find('=');
+        auto it = table.find(item.substr(0, eq));
+        if (it == table.end()) {
+            rest.push_back(item);
+            continue;
+        }
+        if (eq == std::string::npos && !flags.count(it->second)) {
+            throw cxxopts::exceptions::exception("-o " + item + ": needs a value (-o " + item + "=VALUE, as --" +
+                                                 it->second + " VALUE)");
+        }
+        args.push_back("--" + it->second + (eq == std::string::npos ? "" : item.substr(eq)));
+    }
+    *given = std::move(rest);
+    return args;
+}
+
+/// The -o items given (each -o split at commas by cxxopts).
+std::vector<std::string> o_items(const cxxopts::ParseResult& args) {
+    return args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
 cxxopts::Options make_options() {
     cxxopts::Options options(kProgram, "Serve the model directory SOURCE read-only: every complete llama.cpp "
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
                                        "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as the AWS CLI reads them).");
+    options.custom_help("[options]");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
     options.add_options()
-        ("f,foreground", "stay in the foreground, log to stderr (default: daemonize, log to syslog)")
+        ("f,foreground", "stay in the foreground, log to stderr with timestamps (default: daemonize, log to syslog)")
+        ("log-file", "also append every message to FILE, one timestamped line each; a daemonized mount logs there "
+                     "instead of syslog (for hosts without a syslog daemon: containers, microVMs)",
+         cxxopts::value<std::string>(), "FILE")
         ("d,debug", "print every FUSE request (libfuse -d); implies --foreground")
         ("s,single-thread", "serve requests on one thread")
-        ("o", "mount options, comma separated: allow_other, fsname=..., ... (always ro); fstab-only options "
-              "such as nofail, _netdev, noauto, x-* are ignored", cxxopts::value<std::vector<std::string>>(), "OPT[,OPT...]")
+        ("o", "mount options, comma separated: FUSE's (allow_other, fsname=..., ...; always ro), and every long "
+              "option of this command as NAME=VALUE or a bare flag, '-' or '_' ('cache_dir=DIR,offline', as fstab "
+              "needs); fstab-only options such as nofail, _netdev, noauto, x-* are ignored; an unknown one is "
+              "refused before any request", cxxopts::value<std::vector<std::string>>(), "OPT[,OPT...]")
         ("allow-non-empty", "mount over a non-empty mount point, hiding its files (refused otherwise; "
                             "same as -o nonempty)")
         ("show-shards", "also show the shard files and byte pieces themselves (hidden by default)")
         ("v,verbose", "log at debug level (same as --log-level debug)")
-        ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "L")
+        ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"), "LEVEL")
         ("readahead-kb", "FUSE readahead window in KiB set after mounting (needs root); 0 keeps the kernel default",
          cxxopts::value<unsigned>()->default_value(std::to_string(4096)), "N")
         ("n", "ignored (mount(8) compatibility)")
-        ("h,help", "print this help")
-        ("V,version", "print the version")
+        ("h,help", "show this help")
+        ("V,version", "show the version")
         ("source", "", cxxopts::value<std::string>())
         ("mountpoint", "", cxxopts::value<std::string>());
     // clang-format on
@@ -182,10 +230,20 @@ cxxopts::Options make_options() {
 int run_mount(int argc, char** argv) {
     cxxopts::Options options = make_options();
     cxxopts::ParseResult args;
+    std::vector<std::string> o_given;  // the -o items left for libfuse and mount(8)
     try {
         args = options.parse(argc, argv);
         if (!args.unmatched().empty()) {
             throw cxxopts::exceptions::exception("unexpected argument '" + args.unmatched().front() + "'");
+        }
+        // fstab and `mount -t fuse.gguf-mount ... -o cache_dir=DIR,offline`: gguf-mount's own
+        // options as -o items, parsed again as the arguments they stand for.
+        o_given = o_items(args);
+        const std::vector<std::string> own = own_options_as_arguments(options, &o_given);
+        if (!own.empty()) {
+            std::vector<const char*> again(argv, argv + argc);
+            for (const std::string& a : own) again.push_back(a.c_str());
+            args = options.parse(static_cast<int>(again.size()), again.data());
         }
     } catch (const cxxopts::exceptions::exception& e) {
         std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
@@ -255,8 +313,11 @@ int run_mount(int argc, char** argv) {
 
     std::string level = args["log-level"].as<std::string>();
     if (args.count("verbose") && !args.count("log-level")) level = "debug";
+    const bool foreground = args.count("foreground") > 0 || args.count("debug") > 0;
+    LogTargets log_targets;
+    log_targets.timestamps = foreground;
     try {
-        setup_logging(level, false);
+        setup_logging(level, log_targets);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
@@ -284,9 +345,25 @@ int run_mount(int argc, char** argv) {
     // descriptor_budget): a higher soft limit keeps more of them open (bench/run.sh mounts a
     // 1,200-shard set).
     raise_open_file_limit();
+    if (args.count("log-file")) {
+        // Opened after the standard descriptors are safe, by absolute path (the daemon runs in /).
+        log_targets.file = real_path(gguf::dir_name(args["log-file"].as<std::string>())) + "/" +
+                           gguf::base_name(args["log-file"].as<std::string>());
+        try {
+            setup_logging(level, log_targets);
+        } catch (const std::exception& e) {
+            spdlog::error("{}; nothing mounted", e.what());
+            return 1;
+        }
+    }
 
-    FilteredOptions mo =
-        filter_mount_options(args.count("o") ? args["o"].as<std::vector<std::string>>() : std::vector<std::string>{});
+    FilteredOptions mo = filter_mount_options(o_given);
+    // Options libfuse does not know are refused now, before any request to a remote SOURCE.
+    if (std::string bad = fs::unknown_mount_options(mo.keep); !bad.empty()) {
+        spdlog::error("-o {}: unknown mount option (neither a gguf-mount option, see '{} mount --help', nor a FUSE "
+                      "or mount(8) one); nothing mounted", bad, kProgram);
+        return 2;
+    }
     const std::string mountpoint = fs::absolute_mount_path(mount_arg);
 
     std::unique_ptr<fs::LiveFilesystem> live;
@@ -302,7 +379,7 @@ int run_mount(int argc, char** argv) {
     }
 
     // The mount point first: a bad one is refused before a remote SOURCE sends any request.
-    fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, mo.nonempty || args.count("allow-non-empty"));
+    fs::MountPointCheck mp = fs::prepare_mount_point(mountpoint, source, args.count("allow-non-empty") > 0);
     for (const auto& line : mp.cleared) spdlog::info("{}", line);
     if (!mp.refusal.empty()) {
         spdlog::error("{}; nothing mounted", mp.refusal);
@@ -320,10 +397,6 @@ int run_mount(int argc, char** argv) {
         dopt.show_shards = args.count("show-shards") > 0;
         try {
             read_remote_options(args, &ro);
-            if (mo.endpoint_url) ro.s3.endpoint_url = mo.endpoint_url;
-            if (mo.region) ro.s3.region = mo.region;
-            if (mo.profile) ro.s3.profile = mo.profile;
-            if (mo.no_sign_request) ro.s3.no_sign_request = true;
             // Offline, the server is never asked: there is nothing to revalidate.
             if (!ro.offline) revalidate = std::chrono::seconds(args["revalidate"].as<unsigned>());
             resolved.connect();
@@ -354,7 +427,7 @@ int run_mount(int argc, char** argv) {
             }
             const bool hub_file = resolved.kind == SourceKind::HubFile;
             for (const auto& e : first_catalog->entries) {
-                spdlog::info("{}: {} shard(s), {} bytes{}; cache {}", source, e.members.size(), e.size(),
+                spdlog::info("{}: {} shard(s), {}{}; cache {}", source, e.members.size(), size_for_humans(e.size()),
                              hub_file ? " at " + remote::url_for_message(resolved.url) : std::string(),
                              resolved.context->cache().dir());
             }
@@ -394,7 +467,7 @@ int run_mount(int argc, char** argv) {
     }
     for (const auto& n : live->current()->nodes()) {
         if (n.directory) continue;
-        spdlog::info("serving {}: {}, {} bytes", n.path, gguf::entry_kind_name(n.kind), n.file->size());
+        spdlog::info("serving {}: {}, {}", n.path, gguf::entry_kind_name(n.kind), size_for_humans(n.file->size()));
     }
     if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
@@ -407,7 +480,7 @@ int run_mount(int argc, char** argv) {
         }
         return 1;
     }
-    for (const auto& p : first.new_problems) spdlog::error("{}", p.reason);
+    for (const auto& p : first.new_problems) fs::log_problem(p);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : first.errors) spdlog::error("{}: not served: {}", shown_arg, e);
     if (first.unpinned) {
@@ -418,6 +491,14 @@ int run_mount(int argc, char** argv) {
         spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", shown_arg);
     }
 
+    if (!foreground && log_targets.file.empty()) {
+        // syslog(3) drops every message without a word when nobody listens on its socket: said
+        // once, while stderr still reaches the user.
+        if (std::string why = syslog_unavailable(); !why.empty()) {
+            spdlog::warn("no syslog daemon ({}): this mount's messages after it starts are lost; mount with -f, or "
+                         "give --log-file FILE (-o log_file=FILE)", why);
+        }
+    }
     try {
         fs::SessionOptions so;
         so.mountpoint = mountpoint;
@@ -429,9 +510,9 @@ int run_mount(int argc, char** argv) {
         so.single_thread = args.count("single-thread") > 0;
         so.readahead_kb = readahead_kb;
         so.watch.revalidate = revalidate;
-        so.before_daemonize = [level] {
-            spdlog::drop(kProgram);
-            setup_logging(level, true);
+        so.before_daemonize = [level, log_targets]() mutable {
+            log_targets.to_syslog = true;
+            setup_logging(level, log_targets);
         };
 #ifdef GGUF_MOUNT_WITH_REMOTE
         if (auto context = resolved.context) so.after_daemonize = [context] { context->allow_threads(); };

@@ -117,15 +117,15 @@ void throw_sha256_mismatches(const std::vector<std::shared_ptr<const remote::Rem
 /// record) cannot fit under the cache bound `max_bytes` (0: none) at once: fetching them would
 /// evict what was just fetched. `bound_given`: --cache-max-size was given (else the default
 /// bound is named).
-void check_fits(const std::string& argument, const std::vector<std::shared_ptr<const remote::RemoteSource>>& sources,
+void check_fits(const std::string& shown, const std::vector<std::shared_ptr<const remote::RemoteSource>>& sources,
                 uint64_t max_bytes, bool bound_given, const std::string& dir) {
     if (max_bytes == 0) return;
     uint64_t need = 0;
     for (const auto& s : sources) need += s->size() + s->block_count() * remote::cache_files::kTrailerSize;
     if (need <= max_bytes) return;
     throw gguf::Error(gguf::Code::Io,
-                      remote::url_for_message(argument) + ": needs " + std::to_string(need) + " bytes in the cache " +
-                          dir + ", more than its bound of " + std::to_string(max_bytes) + " bytes (" +
+                      shown + ": needs " + size_for_humans(need) + " in the cache " +
+                          dir + ", more than its bound of " + size_for_humans(max_bytes) + " (" +
                           (bound_given ? std::string("--cache-max-size")
                                        : std::string("the default: 25% of its file system, at most 100G")) +
                           "); its data was not fetched: give a larger --cache-max-size (0: no bound) or another --cache-dir",
@@ -138,7 +138,7 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     std::vector<gguf::Problem> problems;  // files not served: not cached either
     const auto sources = served_sources(&resolved, &problems);
     const std::shared_ptr<remote::RemoteContext>& context = resolved.context;
-    check_fits(argument, sources, context->options().cache_max_bytes, bound_given, context->cache().dir());
+    check_fits(resolved.shown, sources, context->options().cache_max_bytes, bound_given, context->cache().dir());
     for (const auto& s : sources) context->cache().keep_whole(s->cache_key());
     // Files whose sha256 is known (the Hub's lfs.oid) are checked whole as their bytes pass.
     for (const auto& s : sources) {
@@ -227,8 +227,9 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     if (!quiet) {
         uint64_t fetched = 0;
         for (const auto& s : sources) fetched += s->bytes_fetched();
-        spdlog::info("{}: {} remote file(s), {} bytes (as stored on the server) cached in {}; {} bytes fetched now",
-                     resolved.shown, sources.size(), total, context->cache().dir(), fetched);
+        spdlog::info("{}: {} remote file(s), {} (as stored on the server) cached in {}; {} fetched now",
+                     resolved.shown, sources.size(), size_for_humans(total), context->cache().dir(),
+                     size_for_humans(fetched));
     }
     return 0;
 }

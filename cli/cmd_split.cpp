@@ -156,7 +156,7 @@ int split(const SplitArgs& a) {
         throw;
     }
     if (!a.quiet) {
-        spdlog::info("wrote {} shard(s) with {} tensors, {} bytes: {} ... {}", count, header.tensors.size(), total,
+        spdlog::info("wrote {} shard(s) with {} tensors, {}: {} ... {}", count, header.tensors.size(), size_for_humans(total),
                      finals.front(), gguf::base_name(finals.back()));
     }
     return 0;

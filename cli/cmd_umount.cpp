@@ -95,12 +95,12 @@ int unmount_one(const std::string& arg, bool lazy) {
 
 int run_umount(int argc, char** argv) {
     cxxopts::Options options("gguf-mount umount", "Unmount gguf-mount mounts (fusermount3 -u)");
-    options.custom_help("[-z|--lazy] MOUNTPOINT...");
-    options.positional_help("");
+    options.custom_help("[options]");
+    options.positional_help("MOUNTPOINT...");
     options.add_options()
         ("z,lazy", "detach now, even while files in it are open; the mount ends when the last one is closed "
                    "(fusermount3 -uz)")
-        ("h,help", "print this help")
+        ("h,help", "show this help")
         ("mountpoints", "", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"mountpoints"});
     std::vector<std::string> points;

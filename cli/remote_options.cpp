@@ -120,7 +120,7 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
         add("cache-max-size", prefix + "bound of the cache (blocks and listing records), whole number + M (10^6 "
                                        "bytes) or G (10^9 bytes), 0 for none; least recently used files are "
                                        "evicted (default: 25% of the cache's file system, at most 100G)",
-            cxxopts::value<std::string>(), "N");
+            cxxopts::value<std::string>(), "N(M|G)");
     }
     if (which & kOfflineOption) {
         add("offline", prefix + "no network; serve what the cache holds, other reads fail with EIO");

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -373,6 +374,64 @@ std::string escape_option_value(const std::string& value) {
     return out;
 }
 
+namespace {
+
+/// What libfuse logged while unknown_mount_options asked it (fuse_set_log_func).
+std::string* g_fuse_log = nullptr;
+
+void capture_fuse_log(enum fuse_log_level, const char* fmt, va_list ap) {
+    char line[1024];
+    std::vsnprintf(line, sizeof line, fmt, ap);
+    if (g_fuse_log) *g_fuse_log += line;
+}
+
+/// The fuse_session_new arguments for `options` (after the ones always set), as run_session
+/// passes them.
+std::string fuse_option_list(const std::vector<std::string>& options) {
+    std::string list = "ro,default_permissions,max_read=" + std::to_string(kMaxRead);
+    for (const auto& o : options) list += "," + o;
+    return list;
+}
+
+}  // namespace
+
+std::string unknown_mount_options(const std::vector<std::string>& options) {
+    ArgsGuard a;
+    const std::string list = fuse_option_list(options);
+    if (fuse_opt_add_arg(&a.args, "gguf-mount") != 0 || fuse_opt_add_arg(&a.args, "-o") != 0 ||
+        fuse_opt_add_arg(&a.args, list.c_str()) != 0) {
+        return "";
+    }
+    std::string logged;
+    g_fuse_log = &logged;
+    fuse_set_log_func(capture_fuse_log);
+    const fuse_lowlevel_ops& ops = lowlevel_ops();
+    fuse_session* se = fuse_session_new(&a.args, &ops, sizeof ops, nullptr);
+    fuse_set_log_func(nullptr);  // libfuse's default: stderr
+    g_fuse_log = nullptr;
+    if (se) {
+        fuse_session_destroy(se);
+        return "";
+    }
+    // libfuse 3: "fuse: unknown option(s): `-o a=1,b'" (fuse_lowlevel.c, fuse_session_new).
+    const size_t open = logged.find('`');
+    const size_t close = logged.rfind('\'');
+    if (open == std::string::npos || close == std::string::npos || close <= open) return "";
+    std::string names = logged.substr(open + 1, close - open - 1);
+    std::string out;
+    size_t at = 0;
+    while (at < names.size()) {
+        size_t end = names.find(' ', at);
+        if (end == std::string::npos) end = names.size();
+        std::string item = names.substr(at, end - at);
+        if (item == "-o") item.clear();
+        if (item.rfind("-o", 0) == 0) item.erase(0, 2);
+        if (!item.empty()) out += (out.empty() ? "" : ", ") + item;
+        at = end + 1;
+    }
+    return out;
+}
+
 bool ensure_standard_fds_open() noexcept {
     for (;;) {
         int fd = ::open("/dev/null", O_RDWR);
@@ -389,8 +448,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     const std::string& mnt = opts.mountpoint;
 
     // fuse_session_new skips argv[0] and parses the rest like a command line.
-    std::string option_list = "ro,default_permissions,max_read=" + std::to_string(kMaxRead);
-    for (const auto& o : opts.mount_options) option_list += "," + o;
+    const std::string option_list = fuse_option_list(opts.mount_options);
     ArgsGuard a;
     if (fuse_opt_add_arg(&a.args, "gguf-mount") != 0 || fuse_opt_add_arg(&a.args, "-o") != 0 ||
         fuse_opt_add_arg(&a.args, option_list.c_str()) != 0 || (opts.debug && fuse_opt_add_arg(&a.args, "-d") != 0)) {
@@ -405,7 +463,8 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     context.deferred = &deferred;
     context.check_callers = can_switch_credentials();
     if (context.check_callers) {
-        spdlog::info("{}: access is checked on each caller's own credentials (open, opendir, lookup)", mnt);
+        spdlog::debug("{}: each reader may open what its own user and groups may open (as root, the daemon takes "
+                      "on each reader's identity to check open, opendir and lookup)", mnt);
     } else {
         spdlog::info("{}: this daemon cannot switch to a caller's credentials (not root): access is judged from the "
                      "served modes alone, narrowed by the directories on the way (README, Permissions)", mnt);

@@ -65,6 +65,14 @@ struct SessionOptions {
 /// sends sd_notify READY=1.
 int run_session(LiveFilesystem& live, const SessionOptions& opts);
 
+/// The items of `options` (FUSE mount options, one per item, as SessionOptions::mount_options)
+/// that libfuse does not know, as libfuse names them ("cache_dirx=/x"; several joined by ", "),
+/// or "" when it knows every one. Asked of libfuse itself (fuse_session_new parses them as
+/// run_session would, then the session is destroyed: nothing is mounted, no request is sent),
+/// so the answer holds for the libfuse this binary runs with. libfuse's own message is kept off
+/// stderr. Errors other than unknown options (out of memory) give "".
+std::string unknown_mount_options(const std::vector<std::string>& options);
+
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if need be), so a shard opened
 /// later never gets one of them: daemonizing redirects 0-2 to /dev/null and would
 /// silently replace it (squashfuse ll_main.c does the same). Returns false if /dev/null cannot

@@ -43,11 +43,19 @@ std::string drain(int fd) {
 
 }  // namespace
 
+void log_problem(const gguf::Problem& p) {
+    if (p.incomplete) {
+        spdlog::info("{} yet (shown once every shard is there)", p.reason);
+    } else {
+        spdlog::error("{}", p.reason);
+    }
+}
+
 void log_rescan(const RescanResult& r, const std::string& source) {
     for (const auto& p : r.changes.added) spdlog::info("{}: now serving {}", source, p);
     for (const auto& p : r.changes.replaced) spdlog::info("{}: {} changed; serving its new content", source, p);
     for (const auto& p : r.changes.removed) spdlog::info("{}: no longer serving {}", source, p);
-    for (const auto& p : r.new_problems) spdlog::error("{}", p.reason);
+    for (const auto& p : r.new_problems) log_problem(p);
     for (const auto& n : r.new_notes) spdlog::warn("{}", n.reason);
     for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", source, e);
     if (r.unpinned) {

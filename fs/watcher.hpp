@@ -50,8 +50,12 @@ struct Notifier {
 };
 
 /// Logs what a rescan found: one info line per file now served, no longer served or served
-/// with new content, one error line per new problem, one warning per entry left out.
+/// with new content, one line per new problem (log_problem), one warning per entry left out.
 void log_rescan(const RescanResult& result, const std::string& source);
+
+/// Logs one problem of a scan: an error, or an info line for a set not complete yet
+/// (gguf::Problem::incomplete: shards still arriving are a state, not a fault).
+void log_problem(const gguf::Problem& problem);
 
 class Watcher {
 public:

@@ -89,9 +89,20 @@ gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_p
 
     auto name = gguf::parse_shard_name(shown);
     auto plain_name = gguf::parse_shard_name(plain);
-    if (!name || name->index != 1 || !plain_name || plain_name->index != 1 || plain_name->count != name->count) {
+    if (name && name->index != 1) {
+        throw gguf::Error(gguf::Code::BadSplit, shown + ": shard " + std::to_string(name->index) + " of " +
+                                                    std::to_string(name->count) + ", not the first; did you mean " +
+                                                    gguf::shard_path(name->prefix, 1, name->count) + "?");
+    }
+    if (!name || !plain_name || plain_name->index != 1 || plain_name->count != name->count) {
+        // Before any request: a folder given without its '/', or a single-file model.
+        const std::string file = gguf::base_name(shown);
+        const bool gguf_name = file.size() > 5 && file.compare(file.size() - 5, 5, ".gguf") == 0;
+        const std::string meant = gguf_name ? shown.substr(0, shown.size() - file.size()) : shown + "/";
         throw gguf::Error(gguf::Code::BadSplit,
-                          shown + ": not a first-shard URL (NAME-00001-of-NNNNN.gguf) or a directory URL ending in '/'");
+                          shown + ": not a first-shard URL (NAME-00001-of-NNNNN.gguf) or a directory URL ending in "
+                                  "'/'; did you mean " + meant + (gguf_name ? " (the folder of this single-file model)" : "") +
+                              "?");
     }
     // Shard 1 first: its failure (refused, DNS, 404, TLS) is the error of the whole mount.
     std::map<std::string, std::shared_ptr<RemoteSource>> opened;

@@ -32,6 +32,10 @@ struct ObjectInfo {
 /// `sys_errno` is what a read reports (EIO for everything but ENOENT for 404/410, EACCES for
 /// 401/403); `status` the HTTP status (0 for transport errors); `hub_code` the answer's
 /// X-Error-Code header (the Hub's error kind: "GatedRepo", "RepoNotFound", ...; "" when absent).
+/// The words of the error a server that ignores Range requests gets (answered 200 with the whole
+/// file): every file of that server fails the same way, so listings say it once (listing.cpp).
+inline constexpr const char* kRangeIgnored = "the server ignored the Range request";
+
 class HttpError : public std::runtime_error {
 public:
     HttpError(const std::string& message, int sys_errno, long status, bool retryable, std::string hub_code = "")

@@ -180,8 +180,8 @@ struct HttpClient::Attempt {
         checked = true;
         long status = 0;
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        if (status != 206) return status != 200 ? true : (refused = "the server ignored the Range request "
-                                                                    "(answered 200 with the whole file); "
+        if (status != 206) return status != 200 ? true : (refused = std::string(kRangeIgnored) +
+                                                                    " (answered 200 with the whole file); "
                                                                     "gguf-mount needs HTTP Range support "
                                                                     "(nginx, Apache and object stores have it)",
                                                           false);
@@ -298,7 +298,7 @@ struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& re
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &a);
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, nullptr);  // byte ranges of the identity encoding
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "gguf-mount");
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "gguf-mount/" GGUF_MOUNT_VERSION);  // RFC 9110 10.1.5
     if (!options_.ca_cert.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_cert.c_str());
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &Attempt::on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);

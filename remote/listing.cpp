@@ -16,6 +16,33 @@ namespace gguf_mount::remote {
 
 namespace {
 
+/// A server that ignores Range requests fails every file the same way: the first such file
+/// keeps its line, saying how many others of the folder failed with it; those are left out
+/// (one problem per server, not one per shard).
+void fold_range_refusals(std::vector<gguf::DirectoryListing::Item>* items) {
+    size_t first = items->size(), others = 0;
+    std::vector<gguf::DirectoryListing::Item> kept;
+    for (auto& item : *items) {
+        if (!item.error.empty() && item.error.find(kRangeIgnored) != std::string::npos) {
+            if (first != items->size()) {
+                ++others;
+                continue;
+            }
+            first = kept.size();
+        }
+        kept.push_back(std::move(item));
+    }
+    if (others > 0) {
+        kept[first].error += "; the same for the " + std::to_string(others) + " other file(s) of its folder, none served";
+    }
+    *items = std::move(kept);
+}
+
+}  // namespace
+
+
+namespace {
+
 /// `segment` percent-encoded for a URL path (libcurl's curl_easy_escape).
 std::string escape_segment(const std::string& segment) {
     char* e = curl_easy_escape(nullptr, segment.c_str(), static_cast<int>(segment.size()));
@@ -143,6 +170,7 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
         }
         items.push_back(std::move(item));
     }
+    fold_range_refusals(&items);
     return items;
 }
 

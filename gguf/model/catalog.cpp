@@ -395,13 +395,18 @@ private:
         }
 
         // Rule 3: split sets among the logical names.
-        std::map<std::pair<std::string, uint32_t>, bool> sets;  // (prefix, count) -> has shard 1
+        struct SetSeen {
+            bool has_first = false;
+            std::set<uint32_t> indexes;  // the shard numbers listed
+        };
+        std::map<std::pair<std::string, uint32_t>, SetSeen> sets;  // (prefix, count) -> its shards
         for (const auto& [name, lf] : logical) {
             auto sn = parse_shard_name(name);
             if (!sn) continue;
             if (by_name.count(name)) hidden.insert(name);
-            bool& has_first = sets[{sn->prefix, sn->count}];
-            has_first = has_first || sn->index == 1;
+            SetSeen& seen = sets[{sn->prefix, sn->count}];
+            seen.has_first = seen.has_first || sn->index == 1;
+            seen.indexes.insert(sn->index);
         }
         auto resolve = [&](const std::string& path) -> std::optional<LogicalFile> {
             if (path.size() <= abs.size() + 1 || path.compare(0, abs.size() + 1, abs + "/") != 0) return std::nullopt;
@@ -409,13 +414,16 @@ private:
             if (it == logical.end()) return std::nullopt;
             return it->second;
         };
-        for (const auto& [key, has_first] : sets) {
+        for (const auto& [key, seen] : sets) {
+            const bool has_first = seen.has_first;
+            const bool incomplete = seen.indexes.size() < key.second;
             const std::string merged = key.first + ".gguf";
             const std::string first = shard_path(key.first, 1, key.second);
             if (only_first && first != *only_first) continue;
             const std::string rp = join(rel, merged);
             if (!has_first) {
                 problem(rp, abs + "/" + first + ": missing shard 1 of " + std::to_string(key.second) + "; not shown");
+                out_.problems.back().incomplete = true;
                 continue;
             }
             try {
@@ -428,6 +436,7 @@ private:
                 candidates.push_back(std::move(c));
             } catch (const Error& e) {
                 model_problem(rp, merged, e, "; not shown");
+                if (incomplete) out_.problems.back().incomplete = true;
             }
         }
         if (wanted && !sets.count({wanted->prefix, wanted->count})) {

@@ -140,6 +140,9 @@ struct Problem {
     /// Rule 11: the model is not shown because an edit of CatalogOptions::overrides (the command
     /// line) does not fit it; a mount refuses to start over it.
     bool refused_override = false;
+    /// A split set some of whose shards are not there (yet): usually a download in progress,
+    /// shown once the last shard arrives (a mount logs it at info level, not as an error).
+    bool incomplete = false;
 };
 
 /// A file or directory the catalog looked at, for change detection (fs/ rescans when any of

@@ -351,7 +351,25 @@ TEST_F(MergeErrors, OutputExists) {
 TEST_F(MergeErrors, OutputExistsIsCheckedBeforeReadingAnything) {
     gguf_test::write_file(tmp_ / "merged.gguf", "mine");
     auto names = list_dir(tmp_.path());
-    expect_failure(merge(tmp_ / "nope-00001-of-00002.gguf"), 1, {"already exists"}, tmp_.path(), names);
+    expect_failure(merge(tmp_ / "nope-00001-of-00002.gguf"), 1, {"nope-00001-of-00002.gguf", "No such file"},
+                   tmp_.path(), names);
+    EXPECT_EQ(gguf_test::read_file(tmp_ / "merged.gguf"), "mine");
+}
+
+/// `merge OUT.gguf FIRST_SHARD` (the arguments the wrong way round) said "output file
+/// FIRST_SHARD already exists; remove it": the tool told the user to delete their first shard
+/// (a new user's trial). The input is checked first, the swap is named, nothing is touched.
+TEST_F(MergeErrors, SwappedArgumentsAreNamedAndTouchNothing) {
+    const std::string before = gguf_test::read_file(first_);
+    const std::string before_sha = gguf_test::sha256_hex(before);
+    auto r = gm({"merge", tmp_ / "merged.gguf", first_});
+    expect_failure(r, 1, {"did you swap", "kvzoo-00001-of-00007.gguf", "merged.gguf", "gguf-mount merge FIRST_SHARD GGUF_OUT"},
+                   tmp_.path(), names_);
+    EXPECT_EQ(r.err.find("remove it"), std::string::npos) << r.err;
+    EXPECT_EQ(gguf_test::sha256_hex(gguf_test::read_file(first_)), before_sha);
+    // The same with a URL as the output: a swapped 'merge OUT URL'.
+    r = gm({"merge", tmp_ / "merged.gguf", "http://127.0.0.1:9/m/kvzoo-00001-of-00007.gguf"});
+    expect_failure(r, 1, {"did you swap", "http://127.0.0.1:9/m/kvzoo-00001-of-00007.gguf"}, tmp_.path(), names_);
 }
 
 TEST_F(MergeErrors, OutputDirectoryMissing) {

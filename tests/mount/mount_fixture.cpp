@@ -1,5 +1,6 @@
 #include "mount/mount_fixture.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,14 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
         if (line.find(needle) != std::string::npos) out.push_back(line);
     }
     return out;
+}
+
+void clean_up_daemonized_mount(const std::string& mnt) {
+    auto pids = daemon_pids_with_argument(mnt);
+    if (find_mount(mnt)) unmount(mnt);
+    for (pid_t pid : pids) {
+        if (!wait_gone(pid)) ::kill(pid, SIGKILL);
+    }
 }
 
 std::optional<milliseconds> time_until(const std::function<bool()>& done, milliseconds limit) {

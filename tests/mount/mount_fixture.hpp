@@ -51,6 +51,11 @@ private:
 /// The lines of `text` (split on '\n') that contain `needle`, in order.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle);
 
+/// Unmounts `mnt` if something is mounted there and waits for every process with `mnt` in its
+/// command line (a daemonized mount is no child of the test); SIGKILLs those PIDs (all started
+/// by the test) after kTimeout. For the TearDown of tests that daemonize.
+void clean_up_daemonized_mount(const std::string& mnt);
+
 /// Polls `done` every 10 ms; returns how long it took to become true, or nullopt once `limit`
 /// has passed.
 std::optional<milliseconds> time_until(const std::function<bool()>& done, milliseconds limit = std::chrono::seconds(5));

@@ -105,11 +105,20 @@ umount "$mnt"
 grep -qs " $mnt " /proc/mounts && fail "still mounted after umount"
 
 echo "== mount --fstab"
-printf '# test fstab\n%s %s fuse.gguf-mount ro,nofail,noauto,_netdev,x-systemd.automount,comment=x 0 0\n' \
-  "$work/src" "$mnt" > "$work/fstab"
+# gguf-mount's own options ride along as -o items (log_file=, show_shards, log-level=): fstab has no other way.
+printf '# test fstab\n%s %s fuse.gguf-mount ro,nofail,noauto,_netdev,x-systemd.automount,comment=x,log_file=%s,show_shards,log-level=debug 0 0\n' \
+  "$work/src" "$mnt" "$work/fstab-mount.log" > "$work/fstab"
 mount --fstab "$work/fstab" "$mnt"
 [ "$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)" = "$expected" ] || fail "wrong merged sha256 via fstab"
+[ -e "$mnt/kvzoo-00002-of-00007.gguf" ] || fail "-o show_shards was not applied"
+grep -q "debug: " "$work/fstab-mount.log" || fail "-o log_file=, log-level=debug: no debug line in the log file"
 umount "$mnt"
+echo "== mount -t with an unknown -o option: refused, one line, nothing mounted"
+if mount -t fuse.gguf-mount "$work/src" "$mnt" -o ro,cache_dirx=/nowhere 2>"$work/unknown.err"; then
+  fail "an unknown -o option was accepted"
+fi
+grep -q "cache_dirx=/nowhere: unknown mount option" "$work/unknown.err" || fail "unknown option: $(cat "$work/unknown.err")"
+grep -qs " $mnt " /proc/mounts && fail "mounted despite an unknown option"
 
 echo "== a killed daemon leaves a dead mount; the next mount clears it and does not stack"
 mount -t fuse.gguf-mount "$work/src" "$mnt"

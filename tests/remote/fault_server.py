@@ -130,6 +130,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "range": self.headers.get("Range", ""),
             "authorization": self.headers.get("Authorization", ""),
             "accept_encoding": self.headers.get("Accept-Encoding", ""),
+            "user_agent": self.headers.get("User-Agent", ""),
             "bytes_sent": str(body_bytes + header_bytes),
             "body_bytes_sent": str(body_bytes),
         }

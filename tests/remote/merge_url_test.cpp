@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -190,6 +191,41 @@ TEST_F(MergeUrl, ResumesAfterSigkillFetchingLessThanTheWhole) { resumes_after(SI
 
 TEST_F(MergeUrl, ResumesAfterSigintFetchingLessThanTheWhole) { resumes_after(SIGINT); }
 
+/// The progress bar of a continued download counted the bytes of the earlier run as fetched now
+/// (its rate and ETA were too good): its rate is now that of this run's bytes alone. Checked on
+/// the final frame (under script(1), a terminal): rate x time = the bytes after the resume point.
+TEST_F(MergeUrl, AContinuedDownloadsProgressRateCountsOnlyItsOwnBytes) {
+    if (gguf_test::run({"/usr/bin/script", "--version"}).exit_code != 0) GTEST_SKIP() << "script(1) not installed";
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    NginxOptions o;
+    o.root = src_;
+    o.limit_rate = 8u << 20;  // a run of more than a second: the time has 0.1 s steps
+    nginx_ = std::make_unique<NginxServer>(o);
+    std::string error;
+    ASSERT_TRUE(nginx_->start(&error)) << error;
+    const std::string out = out_dir_ + "/m.gguf";
+    ASSERT_EQ(merge_interrupted(url_of(first_), out, SIGKILL), 128 + SIGKILL) << last_err_;
+    auto r = gguf_test::run({"/usr/bin/script", "-qec",
+                             "stty cols 150; " + gguf_test::gguf_mount_binary() + " merge " + url_of(first_) + " " + out,
+                             "/dev/null"});
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(gguf_test::sha256_file(out), want_sha_);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(at byte (\d+) of (\d+))"))) << r.out;
+    const double resumed = std::stod(m[1]), total = std::stod(m[2]);
+    ASSERT_GT(resumed, total / 4) << r.out;
+    const size_t last = r.out.rfind("100%");
+    ASSERT_NE(last, std::string::npos) << r.out;
+    const std::string frame = r.out.substr(last, r.out.find("\x1b[K", last) - last);
+    ASSERT_TRUE(std::regex_search(frame, m, std::regex(R"(([0-9.]+) (B|KiB|MiB|GiB)/s +([0-9.]+)s)"))) << frame;
+    const double unit = m[2] == "B" ? 1 : m[2] == "KiB" ? 1024 : m[2] == "MiB" ? 1048576 : 1073741824.0;
+    const double secs = std::stod(m[3]);
+    ASSERT_GE(secs, 0.5) << frame;
+    const double counted = std::stod(m[1]) * unit * secs;
+    const double fresh = total - resumed;
+    EXPECT_NEAR(counted, fresh, 0.2 * fresh) << frame << " (" << resumed << " of " << total << " bytes resumed)";
+}
+
 TEST_F(MergeUrl, AShardChangedBetweenRunsRestartsFromZero) {
     ASSERT_NO_FATAL_FAILURE(dense_set());
     serve();
@@ -239,7 +275,7 @@ TEST_F(MergeUrl, BadInputIsOneLineNamingItAndLeavesNothing) {
         std::vector<std::string> args;
         std::string names;
     } cases[] = {
-        {{second, out}, "dense-00002-of-00003.gguf: not a first-shard URL"},
+        {{second, out}, "dense-00002-of-00003.gguf: shard 2 of 3, not the first; did you mean " + url_of(first_) + "?"},
         {{nginx_->base_url() + "/nothere-00001-of-00002.gguf", out}, "nothere-00001-of-00002.gguf"},
         {{"--delete-splits", url_of(first_), out}, "--delete-splits is refused for a URL"},
         {{nginx_->base_url() + "/html/", out}, "/html/: a directory URL; merge takes the URL of a set's first shard"},

@@ -333,7 +333,8 @@ TEST_F(RemoteMount, ServerIgnoringRangeIsRefusedAtMountWithOneLine) {
 
 /// A directory URL on a server that ignores Range: each file is a problem naming it (check and
 /// prefetch exit 1, the mount logs it once), not a warning with exit 0 and an empty mount that
-/// looks like success (a new user's trial).
+/// looks like success (a new user's trial). Said once for the server, not once per shard
+/// (issue 25.10: it was 7 lines for one set).
 TEST_F(RemoteMount, ServerIgnoringRangeBehindADirectoryUrlIsAProblemForCheckPrefetchAndMount) {
     mount_test::copy_kvzoo(src_);
     serve();
@@ -341,15 +342,17 @@ TEST_F(RemoteMount, ServerIgnoringRangeBehindADirectoryUrlIsAProblemForCheckPref
     const std::string shard1 = gguf::base_name(mount_test::kvzoo_shard(1));
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", url, "--cache-dir", cache_});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-    EXPECT_EQ(mount_test::lines_with(r.out + r.err, "ignored the Range request").size(), 7u) << r.out << r.err;
+    EXPECT_EQ(mount_test::lines_with(r.out + r.err, "ignored the Range request").size(), 1u) << r.out << r.err;
     EXPECT_EQ(mount_test::lines_with(r.out + r.err, shard1).size(), 1u) << r.out << r.err;
+    EXPECT_EQ(mount_test::lines_with(r.out + r.err, "the same for the 6 other file(s) of its folder").size(), 1u)
+        << r.out << r.err;
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "-q", "--cache-dir", cache_, url});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("ignored the Range request"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("6 more problem(s)"), std::string::npos) << r.err;
+    EXPECT_EQ(mount_test::lines_with(r.err, "ignored the Range request").size(), 1u) << r.err;
     ASSERT_TRUE(mount(remote_args(), url));
     EXPECT_TRUE(mount_test::list_dir(mnt_).empty());
-    EXPECT_EQ(mount_test::lines_with(log(), "ignored the Range request").size(), 7u) << log();
+    EXPECT_EQ(mount_test::lines_with(log(), "ignored the Range request").size(), 1u) << log();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
@@ -706,7 +709,7 @@ TEST_F(RemoteMount, PrefetchSaysHowManyBytesItFetched) {
     for (const auto& e : std::filesystem::directory_iterator(src_)) shard_bytes += e.file_size();
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "--cache-dir", cache_, url});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE((r.out + r.err).find("; " + std::to_string(shard_bytes) + " bytes fetched now"), std::string::npos)
+    EXPECT_NE((r.out + r.err).find(" (" + std::to_string(shard_bytes) + " bytes) fetched now"), std::string::npos)
         << r.out << r.err;
     const size_t requests = nginx_->wait_access_log(1000, std::chrono::milliseconds(500)).size();  // all of them
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "prefetch", "--cache-dir", cache_, url});

@@ -78,6 +78,7 @@ std::vector<AccessEntry> parse_access_log(const std::string& text) {
         e.accept_encoding = str_field(j, "accept_encoding");
         e.cache_control = str_field(j, "cache_control");
         e.pragma = str_field(j, "pragma");
+        e.user_agent = str_field(j, "user_agent");
         e.bytes_sent = to_u64(j.value("bytes_sent", nlohmann::json("0")));
         e.body_bytes_sent = to_u64(j.value("body_bytes_sent", nlohmann::json("0")));
         e.seq = to_u64(j.value("seq", nlohmann::json(0)));
@@ -299,7 +300,7 @@ std::string NginxServer::config_text() const {
       << "  log_format gguf_json escape=json '{\"port\":\"$server_port\",\"method\":\"$request_method\","
          "\"uri\":\"$request_uri\",\"request\":\"$request\",\"status\":\"$status\",\"range\":\"$http_range\","
          "\"authorization\":\"$http_authorization\",\"accept_encoding\":\"$http_accept_encoding\","
-         "\"cache_control\":\"$http_cache_control\",\"pragma\":\"$http_pragma\","
+         "\"user_agent\":\"$http_user_agent\",\"cache_control\":\"$http_cache_control\",\"pragma\":\"$http_pragma\","
          "\"bytes_sent\":\"$bytes_sent\","
          "\"body_bytes_sent\":\"$body_bytes_sent\"}';\n"
       << "  access_log " << p << "/access.log gguf_json;\n"

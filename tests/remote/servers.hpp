@@ -31,6 +31,7 @@ struct AccessEntry {
     std::string accept_encoding;  // the Accept-Encoding header as sent, "" when absent
     std::string cache_control;    // nginx: the Cache-Control header as sent, "" when absent
     std::string pragma;           // nginx: the Pragma header as sent, "" when absent
+    std::string user_agent;       // the User-Agent header as sent, "" when absent
     uint64_t bytes_sent = 0;      // bytes sent to the client, headers included
     uint64_t body_bytes_sent = 0; // body bytes sent
     uint64_t seq = 0;             // FaultServer: arrival number of the request (1, 2, ...); nginx: 0

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,16 @@ namespace gguf_test {
 std::string fixture(const std::string& relative) { return std::string(GGUF_TEST_FIXTURES) + "/" + relative; }
 
 std::string gguf_mount_binary() { return GGUF_MOUNT_BINARY; }
+
+std::string without_timestamps(const std::string& text) {
+    static const std::regex stamp(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} )");
+    std::string out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) out += std::regex_replace(line, stamp, "", std::regex_constants::format_first_only) + "\n";
+    if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
+    return out;
+}
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

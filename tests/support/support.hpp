@@ -83,6 +83,10 @@ RunResult run(const std::vector<std::string>& argv);
 /// Path of the gguf-mount binary under test.
 std::string gguf_mount_binary();
 
+/// `text` (a foreground mount's stderr) with the timestamp that starts each line removed
+/// ("2026-12-01 11:40:00.123 gguf-mount: info: ..." -> "gguf-mount: info: ...").
+std::string without_timestamps(const std::string& text);
+
 /// The symlink fan-out of issue 14.3 below the existing directory `root`: real directories
 /// ROOT/lv0 ... ROOT/lv`levels`, where lv`i` holds two links "a" and "b" to lv`i+1` and the
 /// last one holds "leaf.txt". Followed naively, lv0 expands to 2^levels paths. Returns lv0
