@@ -143,9 +143,9 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
     const std::string prefix =
         ends_with(model.path, ".gguf") ? model.path.substr(0, model.path.size() - 5) : model.path;
     const std::string opts = split_options_text(options);
-    // The state of every file of the model, as a digest: the text names each file (about 100
-    // bytes a file), and every shard's identity (kept twice, in its node and the inode table)
-    // holding all of it made a view of N files keep N^2 of it (a 1,200-shard set: 0.4 GiB).
+    // The state of every file of the model, as a digest: the text names each file, and every
+    // shard's identity (kept twice, in its node and the inode table) holding all of it made a
+    // view of N files keep N^2 file states (bench/README.md has the figure).
     const std::string model_state = sha256_hex(files_state(model.members));
     std::vector<CatalogEntry> out;
     out.reserve(count);
