@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import kv
+import large
 import real_client as rc
 import views
 
@@ -458,6 +460,24 @@ class Bench:
 
     # ---- startup -----------------------------------------------------------------------
 
+    def mount_to_readable(self, src, mnt, probe, extra, cold, log_name):
+        """One start of `gguf-mount -f SRC MNT EXTRA...` (caches dropped first when `cold`):
+        milliseconds until one byte of MNT/PROBE reads, and the daemon's VmHWM 0.2 s later
+        (bytes); then unmounts. The daemon starts with the usual soft limit of 1,024
+        descriptors (a systemd service or a login shell): 1,200 open shards need it raised."""
+        os.makedirs(mnt, exist_ok=True)
+        if cold:
+            self.drop_caches()
+        self.cleanup.add(mnt, None)
+        res = self.reader(["startup", "--path", os.path.join(mnt, probe), "--log",
+                           os.path.join(self.data, "run", log_name + ".log"), "--",
+                           "prlimit", "--nofile=1024:", self.gm, "-f", src, mnt] + list(extra))
+        self.cleanup.add(mnt, res["pid"])
+        time.sleep(0.2)  # let the post-mount thread finish before sampling memory
+        hwm = proc_status(res["pid"], "VmHWM")
+        self.cleanup.unmount(mnt, res["pid"])
+        return res["ms"], hwm
+
     def startup(self):
         sets = [("shards8", "8 shards, dense"), ("shards1200", "1,200 shards x 4 KiB"),
                 ("shards1200big", "1,200 shards x 64 MiB (sparse)")]
@@ -475,21 +495,12 @@ class Bench:
                 # twice the runs (9 by default) for a stable median.
                 n = 2 * self.a.runs - 1
                 for i in range(n + (1 if state == "warm" else 0)):
-                    if state == "cold":
-                        self.drop_caches()
-                    self.cleanup.add(mnt, None)
-                    # The daemon starts with the usual soft limit of 1024 descriptors (a
-                    # systemd service or a login shell): 1,200 open shards need it raised.
-                    res = self.reader(["startup", "--path", os.path.join(mnt, "model.gguf"), "--log",
-                                       os.path.join(self.data, "run", "startup.log"), "--",
-                                       "prlimit", "--nofile=1024:", self.gm, "-f", os.path.join(self.data, d), mnt])
-                    self.cleanup.add(mnt, res["pid"])
-                    time.sleep(0.2)  # let the post-mount thread finish before sampling memory
-                    hwm.append(proc_status(res["pid"], "VmHWM"))
-                    self.cleanup.unmount(mnt, res["pid"])
+                    ms, peak = self.mount_to_readable(os.path.join(self.data, d), mnt, "model.gguf", [],
+                                                      state == "cold", "startup")
+                    hwm.append(peak)
                     if state == "warm" and i == 0:
                         continue
-                    times.append(res["ms"])
+                    times.append(ms)
                 if header is None:
                     header = json.loads(run([self.reader_bin, "info", first]).stdout)["header_bytes"]
                 row = {"set": d, "label": label, "state": state, "shards": len(files), "apparent_bytes": apparent,
@@ -599,7 +610,7 @@ class Bench:
         env = self.environment()
         env["load_start"] = loadavg()
         self.results["env"] = env
-        if set(self.a.sections.split(",")) - {"llama"}:  # the llama section has its own model
+        if set(self.a.sections.split(",")) - {"llama", "large"}:  # those two make their own models
             self.gen_data()
             env["model_bytes"] = self.model_size
         if "matrix" in self.a.sections:
@@ -612,6 +623,10 @@ class Bench:
             self.llama()
         if "views" in self.a.sections:
             views.run_views(self, log)
+        if "kv" in self.a.sections:
+            kv.run_kv(self, log)
+        if "large" in self.a.sections:
+            large.run_large(self, log)
         env["load_end"] = loadavg()
         env["load_samples_1min"] = self.load_samples
         env["wall_seconds"] = round(time.time() - t0)
@@ -758,6 +773,8 @@ def write_reports(res, outdir, name):
         lines.append("")
     lines += llama_table(res.get("llama"))
     lines += views.views_table(res)
+    lines += kv.kv_table(res)
+    lines += large.large_table(res)
     lines += targets_table(res)
     md = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, name + ".md"), "w") as f:
@@ -900,9 +917,11 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline,llama,views",
+    ap.add_argument("--sections", default="matrix,startup,offline,llama,views,kv",
                     help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages); "
-                         "views: shard views (bench/views.py)")
+                         "views: shard views (bench/views.py); kv: sidecar overrides (bench/kv.py); "
+                         "large (not in the default): load modes of a >= 8 GiB model (bench/large.py; "
+                         "17 GiB of disk)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

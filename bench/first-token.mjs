@@ -1,9 +1,11 @@
 // Time to first token of llama.cpp (node-llama-cpp 3.22.1, prebuilt, CPU, mmap on), for the
 // real-client rows of the benchmark (bench/llama_rows.py).
 //
-// Usage: node bench/first-token.mjs CLIENTS_DIR
+// Usage: node bench/first-token.mjs CLIENTS_DIR [mmap|no-mmap] [load-only]
 //   CLIENTS_DIR  tests/clients, whose node_modules hold node-llama-cpp (tests/clients/run-clients.sh
 //                GGUF_MOUNT MMAP_PAGES npm installs them)
+//   no-mmap      loadModel with useMmap false (llama.cpp --no-mmap: reads the file into memory)
+//   load-only    stop after loadModel (eval_ms and token are then null)
 // Protocol (one JSON object per line on stdout): after getLlama() it prints {"ready":true}, so the
 // caller can start its clock without node's start-up in it; it then reads ONE model path from
 // stdin, loads it (llama.loadModel), creates a context and evaluates the prompt [BOS] until the
@@ -30,8 +32,15 @@ if (done || !modelPath) {
   process.exit(2);
 }
 const t0 = performance.now();
-const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap: true });
+const useMmap = process.argv[3] !== "no-mmap";
+const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap });
 const t1 = performance.now();
+if (process.argv[4] === "load-only") {
+  console.log(JSON.stringify({ model: modelPath, load_ms: t1 - t0, eval_ms: null, token: null }));
+  await model.dispose();
+  await llama.dispose();
+  process.exit(0);
+}
 const context = await model.createContext({ contextSize: 256, threads: 1 });
 let token = null;
 for await (const t of context.getSequence().evaluate([model.tokens.bos], { temperature: 0 })) {

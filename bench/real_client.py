@@ -36,11 +36,11 @@ def clients_ready(gm):
     return None
 
 
-def gen_llama(gen, gm, data, nbytes, shards, seed=7):
-    """Generates (once per spec) DATA/llama/model.gguf (bench_gen llama, >= nbytes rounded down to
-    whole 86 MiB layers, at least one) and its `shards`-shard set DATA/llama/shards/llama-*.gguf.
+def gen_llama(gen, gm, data, nbytes, shards, seed=7, sub="llama"):
+    """Generates (once per spec) DATA/SUB/model.gguf (bench_gen llama, >= nbytes rounded down to
+    whole 86 MiB layers, at least one) and its `shards`-shard set DATA/SUB/shards/llama-*.gguf.
     Returns (model path, first shard path, info dict of bench_gen)."""
-    d = os.path.join(data, "llama")
+    d = os.path.join(data, sub)
     spec = json.dumps({"bytes": nbytes, "shards": shards, "seed": seed, "v": 1}, sort_keys=True)
     marker = os.path.join(d, "SPEC.json")
     model = os.path.join(d, "model.gguf")
@@ -61,18 +61,19 @@ def gen_llama(gen, gm, data, nbytes, shards, seed=7):
     return model, first, json.loads(open(os.path.join(d, "INFO.json")).read())
 
 
-def first_token(prepare, cleanup=None, drop=None):
+def first_token(prepare, cleanup=None, drop=None, mode=()):
     """One cold or warm measurement of node-llama-cpp's time to first token.
 
     `drop` (optional) runs first (drop caches, fill a warm cache), then node starts and loads its
     bindings (getLlama); only then the clock starts, `prepare()` runs (mount, download, merge...)
     and returns the model path, and node loads it and evaluates [BOS] up to the first token.
-    `cleanup()` (optional) runs after node has exited (unmount). Returns a dict: total_s (prepare
+    `cleanup()` (optional) runs after node has exited (unmount). `mode`: extra arguments of
+    first-token.mjs ("no-mmap", "load-only"; "mmap" to give the first alone). Returns a dict: total_s (prepare
     + load + first token, by our clock), prepare_s, load_ms and eval_ms (node's), token.
     Raises RuntimeError with node's stderr if the model does not load."""
     if drop:
         drop()
-    p = subprocess.Popen(["node", FIRST_TOKEN, CLIENTS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen(["node", FIRST_TOKEN, CLIENTS] + list(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # gguf-mount benchmark, one command from a fresh clone:
-#   bench/run.sh                 full run (~4 GiB model, 5 runs per cell; ~24 min on 2 vCPUs)
+#   bench/run.sh                 full run (~4 GiB model, 5 runs per cell; ~31 min on 2 vCPUs)
+#   bench/run.sh --sections S,S  only those sections (bench/bench.py --help: matrix, startup, offline,
+#                                llama, views, kv; large, not in the default: a 8.5 GiB model)
 #   bench/run.sh --quick         smoke test (512 MiB model, 3 runs; data in bench/data/quick)
 #   bench/run.sh --data DIR      keep the generated data in DIR (default bench/data, git-ignored;
 #                                or set GGUF_BENCH_DATA); data is generated once and reused

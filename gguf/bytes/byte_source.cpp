@@ -156,15 +156,11 @@ Served LocalFileSource::read_direct(char* buf, size_t len, uint64_t offset) cons
 
 Served LocalFileSource::read_served(char* buf, size_t len, uint64_t offset, CopyKept kept,
                                     bool whole_request) const noexcept {
-    if (kept == CopyKept::ByReaderDirect) {
-        const bool stream = streams_.continues_stream(offset);
-        streams_.record(offset + len);
-        if (whole_request && !stream) {
-            const Residency r = page_cache_residency(fd_.get(), offset, len);
-            if (r == Residency::None || r == Residency::Partial) {
-                Served s = read_direct(buf, len, offset);
-                if (s.result != -EAGAIN) return s;
-            }
+    if (kept == CopyKept::ByReaderDirect && whole_request) {
+        const Residency r = page_cache_residency(fd_.get(), offset, len);
+        if (r == Residency::None || r == Residency::Partial) {
+            Served s = read_direct(buf, len, offset);
+            if (s.result != -EAGAIN) return s;
         }
     }
     Served s;

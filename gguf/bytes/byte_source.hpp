@@ -31,8 +31,9 @@ enum class CopyKept : uint8_t {
     /// The reader caches them (the FUSE page cache of the served file): a source may drop its
     /// own copy behind the stream, so a model read through the mount is cached once.
     ByReader,
-    /// As ByReader, and an uncached request that does not continue a sequential stream may be
-    /// read bypassing the source's cache altogether (O_DIRECT), which allocates no page for it.
+    /// As ByReader, and the request does not continue a sequential stream of the served file
+    /// (VirtualFile::serve tracks them): if uncached it may be read bypassing the source's cache
+    /// altogether (O_DIRECT), which allocates no page for it.
     ByReaderDirect,
 };
 
@@ -150,9 +151,9 @@ private:
 
 /// A local file: an open descriptor read with pread_full, changed() when fstat no longer shows
 /// the size and mtime it had when opened. Owns its page-cache policy:
-///  - read_served() with CopyKept::ByReaderDirect, for a whole request that does not continue a
-///    sequential stream of earlier ones (StreamTracker over this file's offsets) and whose bytes
-///    are not all in the page cache (cachestat(2)), reads with O_DIRECT (DirectDescriptor,
+///  - read_served() with CopyKept::ByReaderDirect (a request that does not continue a stream of
+///    the served file), for a whole request whose bytes are not all in the page cache
+///    (cachestat(2)), reads with O_DIRECT (DirectDescriptor,
 ///    opened on first use): the file's page cache then gets no copy of bytes the server's cache
 ///    holds anyway. Sequential streams stay buffered, where the file system's readahead keeps
 ///    the disk busy ahead of the requests. Falls back to a buffered read whenever O_DIRECT is
@@ -226,7 +227,6 @@ private:
     UniqueFd fd_;
     struct stat st_ {};
     DirectDescriptor direct_;  // the same file with O_DIRECT, opened on first uncached read
-    mutable StreamTracker streams_;
 };
 
 /// The source of part `part`: its ByteSource when it carries one, else the local file at its

@@ -11,6 +11,7 @@
 #include "gguf/bytes/byte_source.hpp"
 #include "gguf/bytes/layout.hpp"
 #include "gguf/bytes/logical_file.hpp"
+#include "gguf/bytes/page_cache.hpp"
 
 namespace gguf {
 
@@ -67,7 +68,11 @@ public:
     /// Reads bytes [offset, offset + len) like read(), in one walk of the extent table, each
     /// source piece through ByteSource::read_served with `kept` (who keeps a copy: the sources
     /// choose their page-cache policy from it; a request that lies inside one Source extent is
-    /// offered to its source as a whole request, which may read it with O_DIRECT). `buf` must be
+    /// offered to its source as a whole request, which may read it with O_DIRECT). With
+    /// CopyKept::ByReaderDirect the request is first checked against the last requests of this
+    /// file (a StreamTracker over its offsets: within StreamTracker::kWindow of the end of one
+    /// of the last kSlots requests, whichever source they read): one that continues a stream is
+    /// passed on as CopyKept::ByReader (buffered, with the source's readahead). `buf` must be
     /// kServeAlign-aligned and hold len + kServeSlack bytes. On success `result` is the byte
     /// count and `data` points at them inside `buf` (at `buf` itself unless `direct`). Errors
     /// and change checks as read(); on error failed_source, failed_offset and failed_length name
@@ -77,6 +82,7 @@ public:
 private:
     VirtualLayout layout_;
     std::vector<std::shared_ptr<const ByteSource>> sources_;
+    mutable StreamTracker streams_;  // the ends of the last requests served with ByReaderDirect
 };
 
 }  // namespace gguf

@@ -10,6 +10,7 @@
 #include "gguf/bytes/virtual_file.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/reader.hpp"
+#include "gguf/model/catalog_kv.hpp"
 #include "gguf/model/split_set.hpp"
 
 namespace gguf {
@@ -142,7 +143,10 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
     const std::string prefix =
         ends_with(model.path, ".gguf") ? model.path.substr(0, model.path.size() - 5) : model.path;
     const std::string opts = split_options_text(options);
-    const std::string model_state = files_state(model.members);
+    // The state of every file of the model, as a digest: the text names each file, and every
+    // shard's identity (kept twice, in its node and the inode table) holding all of it made a
+    // view of N files keep N^2 file states (bench/README.md has the figure).
+    const std::string model_state = sha256_hex(files_state(model.members));
     std::vector<CatalogEntry> out;
     out.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -161,7 +165,7 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
         e.view_of = model.path;
         // Every shard is a new generation when any file of the model changes.
         e.identity = "split-view " + opts + " shard " + std::to_string(i + 1) + " of " + std::to_string(count) +
-                     " model" + model_state;
+                     " model files " + model_state;
         out.push_back(std::move(e));
     }
     return out;

@@ -46,7 +46,8 @@ bool is_shard_view_model(const CatalogEntry& entry);
 /// keep_layouts): kind SplitShard, path NAME-0000i-of-0000N.gguf beside the model, layout over
 /// its members' parts (the model's members it reads), attr and KV edits of the model,
 /// tensor_count of the shard, view_of the model's path, identity naming the options, the shard
-/// and the state of the model's files (gguf::files_state). Reads only the model's header.
+/// and the sha256 of the state of the model's files (sha256_hex of gguf::files_state: a fixed
+/// 64 characters, whatever the number of files). Reads only the model's header.
 /// Throws gguf::Error: plan_split's errors (Code::BadArgument), and the header reader's
 /// (the model's parts cannot be opened or changed).
 std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const SplitOptions& options);

@@ -389,6 +389,42 @@ TEST(LocalFileSource, ServedStreamDropsThePagesBehindItPlainReadsKeepThem) {
     }
 }
 
+/// A request continues a stream when it follows one of the last StreamTracker::kSlots requests
+/// of the served file, whichever source they read. Tracked per source instead (every shard
+/// remembering its own last 16 requests), random requests over a set of 8 shards were taken for
+/// streams several times as often and read buffered instead of O_DIRECT (random cold preads
+/// 0.91x the build before; bench/README.md).
+TEST(VirtualFileServe, StreamsAreTheRequestsOfTheServedFileNotOfEachSource) {
+    gguf_test::TempDir dir;
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    const std::string a = dir / "a.bin", b = dir / "b.bin";
+    for (const auto& [path, size] : {std::pair<std::string, uint64_t>{a, 8 * kMiB}, {b, 400 * kMiB}}) {
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ASSERT_GE(fd, 0) << path;
+        ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);  // holes: no disk space, never cached
+        ::close(fd);
+    }
+    gguf::VirtualLayout layout;
+    layout.append_source(0, 0, 8 * kMiB);
+    layout.append_source(1, 0, 400 * kMiB);
+    VirtualFile vf(std::move(layout), {std::make_shared<const gguf::LocalFileSource>(a),
+                                       std::make_shared<const gguf::LocalFileSource>(b)});
+    if (gguf::page_cache_residency(local(vf, 0).fd(), 0, 4096) != Residency::None ||
+        !local(vf, 0).direct_available()) {
+        GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir.path();
+    }
+    ServeBuffer buf(kMiB);
+    ASSERT_TRUE(vf.serve(0, kMiB, buf.mem.get()).direct) << "a lone uncached request";
+    // 16 requests elsewhere in the file (source b), each far from every earlier one.
+    for (uint64_t k = 0; k < gguf::StreamTracker::kSlots; ++k) {
+        ASSERT_EQ(vf.serve(8 * kMiB + 20 * kMiB * (k + 1), kMiB, buf.mem.get()).result, static_cast<ssize_t>(kMiB));
+    }
+    // 1 MiB past the first request: none of the file's last 16 requests ended near it.
+    EXPECT_TRUE(vf.serve(2 * kMiB, kMiB, buf.mem.get()).direct)
+        << "taken for a stream of source a's own earlier request";
+    EXPECT_FALSE(vf.serve(3 * kMiB, kMiB, buf.mem.get()).direct) << "continues the request just served";
+}
+
 TEST(StreamTracker, WindowAroundRecentEndsAndOldestSlotIsReplaced) {
     gguf::StreamTracker t;
     const uint64_t w = gguf::StreamTracker::kWindow;

@@ -2,6 +2,7 @@
 // the split tests use, from a single file, a shard set re-cut, byte-split parts and a
 // cat-joined set, against the llama-gguf-split sha256 of tests/fixtures/MANIFEST.json; plans
 // that cannot be made, name clashes, companions kept as they are. No mount.
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -198,10 +199,39 @@ TEST(ShardView, ProjectorsAndOtherFilesStayAsTheyAre) {
 TEST(ShardView, EntriesNameTheirOptionsAndShardInTheirIdentity) {
     auto c = view(fixture("kvzoo/original.gguf"), gguf_test::parse_manifest_options("--split-max-tensors 7 --no-tensor-first-split"));
     ASSERT_EQ(c.entries.size(), 8u) << problems_text(c);
-    EXPECT_EQ(c.entries[1].identity, "split-view --split-max-tensors 7 --no-tensor-first-split shard 2 of 8 model" +
-                                         gguf::files_state(c.entries[1].members));
+    EXPECT_EQ(c.entries[1].identity, "split-view --split-max-tensors 7 --no-tensor-first-split shard 2 of 8 model files " +
+                                         gguf_test::sha256_hex(gguf::files_state(c.entries[1].members)));
     EXPECT_EQ(c.entries[0].tensor_count, 0u);
     EXPECT_EQ(c.entries[1].tensor_count, 7u);
+}
+
+// Every shard's identity names the state of every file of the model (a change to any of them
+// is a new generation of every shard) in a fixed size: as text it grew with the number of files,
+// so a view of a 1,200-shard set held 1,200 x 1,200 file states (0.4 GiB of daemon memory).
+TEST(ShardView, IdentitiesHaveAFixedSizeAndFollowEveryFileOfTheModel) {
+    TempDir src;
+    for (int i = 1; i <= 7; ++i) {
+        const std::string name = gguf::shard_path("kvzoo", static_cast<uint32_t>(i), 7);
+        gguf_test::copy_file(fixture("kvzoo/t7/" + name), src / name);
+    }
+    const auto options = gguf_test::parse_manifest_options("--split-max-tensors 3");
+    auto before = view(src.path(), options);
+    ASSERT_TRUE(before.problems.empty()) << problems_text(before);
+    ASSERT_GT(before.entries.size(), 2u);
+    for (const auto& e : before.entries) {
+        EXPECT_LE(e.identity.size(), 128u) << e.path << ": " << e.identity;
+    }
+    // Shard 1 reads only the first files of the set; a change to the last one still moves it.
+    struct stat st {};
+    ASSERT_EQ(::stat((src / gguf::shard_path("kvzoo", 7, 7)).c_str(), &st), 0);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    times[1].tv_sec += 10;
+    ASSERT_EQ(::utimensat(AT_FDCWD, (src / gguf::shard_path("kvzoo", 7, 7)).c_str(), times, 0), 0);
+    auto after = view(src.path(), options);
+    ASSERT_EQ(after.entries.size(), before.entries.size());
+    for (size_t i = 0; i < after.entries.size(); ++i) {
+        EXPECT_NE(after.entries[i].identity, before.entries[i].identity) << after.entries[i].path;
+    }
 }
 
 TEST(ShardView, WithoutKeepLayoutsOnlySizesRemain) {
