@@ -182,7 +182,10 @@ http {{
 
     def umount(self, p, mnt=None):
         mnt = mnt or os.path.join(self.run_dir, "mnt")
-        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+        for _ in range(100):  # EBUSY while a lookup of another process is still in the mount
+            if subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL).returncode == 0 or p.poll() is not None:
+                break
+            time.sleep(0.1)
         try:
             p.wait(timeout=600)  # the daemon commits (fdatasync + rename) every staged block first
         except subprocess.TimeoutExpired:

@@ -1,9 +1,14 @@
 // Starting helper threads in a FUSE daemon (fs/ and remote/ both start them).
 #pragma once
 
+#include <atomic>
 #include <csignal>
+#include <cstddef>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace gguf {
 
@@ -28,6 +33,41 @@ std::thread start_thread_without_termination_signals(Fn&& fn) {
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
         throw;
     }
+}
+
+/// Calls `fn(i)` for every i in [0, count) on at most `width` threads (each takes the next
+/// index when it is done, so one slow call holds up only its own thread), started as
+/// start_thread_without_termination_signals does; returns when all calls have returned. The
+/// first exception a call throws is rethrown here after every thread has finished (the calls
+/// already taken still run). `width` 0 is taken as 1; count <= 1 or width 1 runs on the caller.
+template <typename Fn>
+void for_each_parallel(size_t count, size_t width, Fn&& fn) {
+    if (width == 0) width = 1;
+    if (count <= 1 || width == 1) {
+        for (size_t i = 0; i < count; ++i) fn(i);
+        return;
+    }
+    std::atomic<size_t> next{0};
+    std::exception_ptr first;
+    std::mutex first_mutex;
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < count;) {
+            try {
+                fn(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(first_mutex);
+                if (!first) first = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    try {
+        for (size_t t = 0; t < width && t < count; ++t) threads.push_back(start_thread_without_termination_signals(work));
+    } catch (...) {
+        if (threads.empty()) throw;  // not even one thread: nothing ran
+    }
+    for (auto& t : threads) t.join();
+    if (first) std::rethrow_exception(first);
 }
 
 }  // namespace gguf

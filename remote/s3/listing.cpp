@@ -3,12 +3,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <future>
 #include <map>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/threads.hpp"
 #include "gguf/error.hpp"
 #include "remote/s3/list_objects.hpp"
 
@@ -128,7 +128,7 @@ std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& pat
         throw gguf::Error(gguf::Code::Io, s3_location(bucket_, prefix) + ": out of memory while listing it", ENOMEM);
     }
     std::vector<Item> items;
-    std::vector<std::shared_ptr<RemoteSource>> opened;
+    std::vector<std::pair<size_t, const Entry*>> files;  // item index, entry
     for (const Entry& e : entries) {
         if (e.name.empty() || e.name[0] == '.') continue;
         Item item;
@@ -148,38 +148,34 @@ std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& pat
             item.directory = false;
             item.error = s3_location(bucket_, prefix + name_for_message(e.name)) + ": " + e.problem;
         } else if (!e.directory) {
-            ObjectInfo info;
-            info.size = e.size;
-            info.validator = e.etag.empty() ? "lm:" + e.last_modified + ":" + std::to_string(e.size) : e.etag;
-            info.mtime = parse_time(e.last_modified);
-            auto source = RemoteSource::open_listed(context_, signer_->object_url(bucket_, prefix + e.name), info);
-            item.part = source->part();
-            opened.push_back(std::move(source));
+            files.emplace_back(items.size(), &e);
         }
         items.push_back(std::move(item));
     }
-    warm_first_blocks(opened);
+    open_files(prefix, files, items);
     return items;
 }
 
-void S3Listing::warm_first_blocks(const std::vector<std::shared_ptr<RemoteSource>>& sources) const {
-    if (context_->options().offline) return;
-    // The catalog reads each file's header (block 0) one file after the other; fetched here
-    // kParallelOpens at a time, as HttpDirectoryListing's opens do. A failure is left for the
-    // catalog's own read to report.
-    std::vector<const RemoteSource*> cold;
-    for (const auto& s : sources)
-        if (s->size() > 0 && !s->cached(0)) cold.push_back(s.get());
-    for (size_t i = 0; i < cold.size(); i += kParallelOpens) {
-        std::vector<std::future<void>> batch;
-        for (size_t k = i; k < i + kParallelOpens && k < cold.size(); ++k) {
-            batch.push_back(std::async(std::launch::async, [s = cold[k]] {
-                char byte = 0;
-                (void)s->pread(&byte, 1, 0);
-            }));
+void S3Listing::open_files(const std::string& prefix, const std::vector<std::pair<size_t, const Entry*>>& files,
+                           std::vector<Item>& items) const {
+    // Each file is opened from its listed size and ETag (open_listed records them in the cache,
+    // one durable write each) and, online, its block 0 (the header, which the catalog reads
+    // next, one file after the other) fetched: kListingFetches files at a time. A failed fetch
+    // is left for the catalog's own read to report.
+    const bool warm = !context_->options().offline;
+    gguf::for_each_parallel(files.size(), kListingFetches, [&](size_t i) {
+        const Entry& e = *files[i].second;
+        ObjectInfo info;
+        info.size = e.size;
+        info.validator = e.etag.empty() ? "lm:" + e.last_modified + ":" + std::to_string(e.size) : e.etag;
+        info.mtime = parse_time(e.last_modified);
+        auto source = RemoteSource::open_listed(context_, signer_->object_url(bucket_, prefix + e.name), info);
+        items[files[i].first].part = source->part();
+        if (warm && source->size() > 0 && !source->cached(0)) {
+            char byte = 0;
+            (void)source->pread(&byte, 1, 0);
         }
-        for (auto& f : batch) f.get();
-    }
+    });
 }
 
 }  // namespace gguf_mount::remote::s3

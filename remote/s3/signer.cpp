@@ -138,7 +138,7 @@ void S3Signer::sign(Request& request) const {
     r.query = query_pairs(u->query);
     SignedRequest s;
     try {
-        s = s3::sign(r, *credentials, config_.region, std::time(nullptr));
+        s = s3::sign(r, *credentials, config_.region, std::time(nullptr), "s3", &keys_);
     } catch (const gguf::Error& e) {
         throw HttpError(name_for_message(request.url) + ": cannot sign the request: " + e.what(), EIO, 0, false);
     }

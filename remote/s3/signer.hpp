@@ -10,12 +10,15 @@
 
 #include "remote/client.hpp"
 #include "remote/s3/config.hpp"
+#include "remote/s3/sigv4.hpp"
 
 namespace gguf_mount::remote::s3 {
 
 /// Signs the requests to one S3 endpoint (S3Config: endpoint, region, addressing) with the
 /// credentials of a CredentialSource, or leaves them unsigned (--no-sign-request). Thread-safe
-/// (the credential source locks itself).
+/// (the credential source and the signing-key cache lock themselves). Credentials are resolved
+/// by the source once and kept until they near their expiration; the SigV4 signing key is
+/// derived once per UTC day (SigningKeyCache).
 ///
 /// Signed: host, x-amz-content-sha256 (the empty-payload hash: every request is a GET or HEAD
 /// without body), x-amz-date, and x-amz-security-token with temporary credentials. Range and
@@ -62,6 +65,7 @@ private:
 
     S3Config config_;
     std::shared_ptr<CredentialSource> credentials_;
+    mutable SigningKeyCache keys_;  // derived once per UTC day, region and secret
     std::string scheme_;     // of the endpoint
     std::string host_;       // the endpoint's Host (with a non-default port)
     std::string base_path_;  // the endpoint's path ("" or "/base")

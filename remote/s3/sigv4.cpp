@@ -45,6 +45,16 @@ struct Wiped {
     }
 };
 
+/// The SigV4 signing key of `secret` for `date`, `region` and `service` (four HMACs).
+std::string derive_signing_key(const std::string& secret, const std::string& date, const std::string& region,
+                               const std::string& service) {
+    Wiped prefixed{"AWS4" + secret};
+    Wiped k_date{hmac_sha256(prefixed.bytes, date)};
+    Wiped k_region{hmac_sha256(k_date.bytes, region)};
+    Wiped k_service{hmac_sha256(k_region.bytes, service)};
+    return hmac_sha256(k_service.bytes, "aws4_request");
+}
+
 std::string lowercase(std::string_view s) {
     std::string out(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -94,6 +104,38 @@ void check_header_text(std::string_view what, std::string_view text) {
 
 }  // namespace
 
+SigningKeyCache::~SigningKeyCache() { wipe(); }
+
+void SigningKeyCache::wipe() noexcept {
+    for (std::string* s : {&secret_, &key_}) {
+        if (!s->empty()) OPENSSL_cleanse(s->data(), s->size());
+        s->clear();
+    }
+}
+
+std::string SigningKeyCache::key(const std::string& secret_access_key, const std::string& date,
+                                 const std::string& region, const std::string& service) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (key_.empty() || date != date_ || region != region_ || service != service_ ||
+        secret_access_key.size() != secret_.size() ||
+        CRYPTO_memcmp(secret_access_key.data(), secret_.data(), secret_.size()) != 0) {
+        std::string fresh = derive_signing_key(secret_access_key, date, region, service);
+        wipe();
+        key_ = std::move(fresh);
+        secret_ = secret_access_key;
+        date_ = date;
+        region_ = region;
+        service_ = service;
+        ++derivations_;
+    }
+    return key_;
+}
+
+unsigned SigningKeyCache::derivations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return derivations_;
+}
+
 std::string Credentials::redacted() const {
     std::string id = access_key_id;
     if (id.size() > 8) {
@@ -130,7 +172,7 @@ std::string amz_date(std::time_t t) {
 }
 
 SignedRequest sign(const SigningRequest& request, const Credentials& credentials, const std::string& region,
-                   std::time_t now, const std::string& service) {
+                   std::time_t now, const std::string& service, SigningKeyCache* keys) {
     if (credentials.access_key_id.empty() || credentials.secret_access_key.empty())
         throw Error(Code::BadArgument, "SigV4: no access key id or secret access key to sign with");
     if (request.host.empty()) throw Error(Code::BadArgument, "SigV4: no host to sign for");
@@ -190,11 +232,8 @@ SignedRequest sign(const SigningRequest& request, const Credentials& credentials
     out.string_to_sign =
         "AWS4-HMAC-SHA256\n" + out.amz_date + "\n" + scope + "\n" + sha256_hex(out.canonical_request);
 
-    Wiped secret{"AWS4" + credentials.secret_access_key};
-    Wiped k_date{hmac_sha256(secret.bytes, date)};
-    Wiped k_region{hmac_sha256(k_date.bytes, region)};
-    Wiped k_service{hmac_sha256(k_region.bytes, service)};
-    Wiped k_signing{hmac_sha256(k_service.bytes, "aws4_request")};
+    Wiped k_signing{keys ? keys->key(credentials.secret_access_key, date, region, service)
+                         : derive_signing_key(credentials.secret_access_key, date, region, service)};
     out.signature = gguf::hex_bytes(hmac_sha256(k_signing.bytes, out.string_to_sign));
 
     out.authorization = "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,11 +92,40 @@ std::string canonical_query(const std::vector<Pair>& raw_query);
 /// "YYYYMMDDTHHMMSSZ" of `t` in UTC (the x-amz-date format).
 std::string amz_date(std::time_t t);
 
+/// The SigV4 signing key, HMAC(HMAC(HMAC(HMAC("AWS4" + secret, YYYYMMDD), region), service),
+/// "aws4_request"), kept for the last secret, date, region and service it was derived for: the
+/// key depends on nothing else (AWS, "Signature V4: Calculate the signature"), so a client
+/// signing many requests derives it once per UTC day (and again when the credentials change)
+/// instead of four HMACs per request. Thread-safe; the key and the secret it keeps are wiped
+/// (OPENSSL_cleanse) when replaced and on destruction. Never throws but gguf::Error(Io) when
+/// OpenSSL's HMAC fails and std::bad_alloc.
+class SigningKeyCache {
+public:
+    SigningKeyCache() = default;
+    SigningKeyCache(const SigningKeyCache&) = delete;
+    SigningKeyCache& operator=(const SigningKeyCache&) = delete;
+    ~SigningKeyCache();
+
+    /// The 32-byte signing key for `secret_access_key` on `date` ("YYYYMMDD") in `region` and
+    /// `service`, derived when any of the four differs from the last call.
+    std::string key(const std::string& secret_access_key, const std::string& date, const std::string& region,
+                    const std::string& service);
+    /// How many keys were derived so far (for tests: once per date).
+    unsigned derivations() const;
+
+private:
+    void wipe() noexcept;
+    mutable std::mutex mutex_;
+    std::string secret_, date_, region_, service_, key_;
+    unsigned derivations_ = 0;
+};
+
 /// Signs `request` with `credentials` for `region` and `service` ("s3") at time `now` (UTC
-/// seconds), AWS4-HMAC-SHA256. Throws gguf::Error(BadArgument) for an empty access key id or
-/// secret, an empty host or region, a path not starting with '/', or a header name or value
-/// holding CR, LF or NUL (a header cannot carry them).
+/// seconds), AWS4-HMAC-SHA256, with the signing key of `keys` (derived there once per date and
+/// region) or, when `keys` is null, derived for this request. Throws gguf::Error(BadArgument)
+/// for an empty access key id or secret, an empty host or region, a path not starting with '/',
+/// or a header name or value holding CR, LF or NUL (a header cannot carry them).
 SignedRequest sign(const SigningRequest& request, const Credentials& credentials, const std::string& region,
-                   std::time_t now, const std::string& service = "s3");
+                   std::time_t now, const std::string& service = "s3", SigningKeyCache* keys = nullptr);
 
 }  // namespace gguf_mount::remote::s3

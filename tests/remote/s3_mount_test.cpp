@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "gguf/bytes/file_io.hpp"
@@ -15,6 +17,7 @@
 #include "gguf/model/merge_plan.hpp"
 #include "gguf/model/split_set.hpp"
 #include "mount/mount_harness.hpp"
+#include "remote/s3/listing.hpp"
 #include "remote/s3_fixture.hpp"
 
 namespace {
@@ -89,6 +92,45 @@ TEST_F(S3Mount, EveryManifestSetIsByteExactThroughAPrefixInPagesOfTwoKeysAndThro
         EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + merged_name(first)), c.merged_sha256) << log();
         EXPECT_EQ(unmount_and_wait(), 0) << log();
     }
+    EXPECT_TRUE(every_request("verified"));
+}
+
+TEST_F(S3Mount, APrefixOfManyShardsFetchesTheirHeadersOnManyConnectionsAtOnce) {
+    // 48 one-tensor shards; every GetObject held 300 ms by the proxy, so the requests a
+    // mount has in flight together are all seen at once (8 before: batches of kParallelOpens).
+    std::filesystem::create_directories(root_ + "/many");
+    auto shards = mount_test::split_dense_model(48, [](int) { return int64_t{256}; }, 1, 12, root_ + "/many/many");
+    ASSERT_EQ(shards.size(), 48u);
+    gguf::VirtualFile vf = gguf::open_merged(gguf::SplitSet::open(shards.front()));
+    std::string want(vf.size(), '\0');
+    ASSERT_EQ(vf.read(0, want.size(), want.data()), static_cast<ssize_t>(want.size()));
+    for (const auto& s : shards) put("many/" + gguf::base_name(s), gguf_test::read_file(s));
+    ASSERT_NO_FATAL_FAILURE(start_server());
+    s3_test::S3Fixture::use_keys();
+    remote_test::S3Fault hold;
+    hold.match = "/models/many/";
+    hold.method = "GET";
+    hold.status = 0;
+    hold.delay_ms = 300;
+    server_->set_faults({hold});
+
+    ASSERT_TRUE(mount(s3_args(), "s3://models/many/")) << log();
+    EXPECT_EQ(gguf_test::read_file(mnt_ + "/many.gguf"), want) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    int most = 0;
+    size_t gets = 0;
+    std::set<uint16_t> connections;
+    for (const auto& e : server_->access_log()) {
+        if (e.entry.uri.rfind("/models/many/", 0) != 0) continue;
+        ++gets;
+        most = std::max(most, e.in_flight);
+        connections.insert(e.client_port);
+    }
+    EXPECT_GE(gets, 48u);
+    EXPECT_GE(most, 24) << "GetObject requests in flight at once";
+    EXPECT_LE(most, static_cast<int>(gguf_mount::remote::s3::kListingFetches) + 1);
+    // Signed requests reuse their connections: at most one per fetch slot (and the reads after).
+    EXPECT_LE(connections.size(), gguf_mount::remote::s3::kListingFetches + 4) << gets << " requests";
     EXPECT_TRUE(every_request("verified"));
 }
 

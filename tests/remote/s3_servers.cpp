@@ -96,7 +96,13 @@ std::vector<S3AccessEntry> S3Server::access_log() const {
     while (std::getline(in, line) && i < entries.size()) {
         if (line.empty()) continue;
         auto j = nlohmann::json::parse(line, nullptr, false);
-        out.push_back({entries[i++], j.is_object() ? j.value("verdict", std::string()) : std::string()});
+        S3AccessEntry e{entries[i++], {}};
+        if (j.is_object()) {
+            e.verdict = j.value("verdict", std::string());
+            e.in_flight = j.value("in_flight", 0);
+            e.client_port = j.value("client_port", uint16_t{0});
+        }
+        out.push_back(std::move(e));
     }
     return out;
 }
@@ -121,6 +127,7 @@ void S3Server::set_faults(const std::vector<S3Fault>& faults) const {
         if (!f.message.empty()) x["message"] = f.message;
         if (f.times >= 0) x["times"] = f.times;
         if (!f.method.empty()) x["method"] = f.method;
+        if (f.delay_ms > 0) x["delay_ms"] = f.delay_ms;
         j.push_back(std::move(x));
     }
     // Written whole and renamed: the proxy never reads half a file.

@@ -33,7 +33,8 @@ struct S3ServerOptions {
 };
 
 /// An answer the proxy gives instead of s3rver's (after verifying the request): to requests
-/// whose raw URI holds `match` (and of `method`, when not empty), `times` times (-1: always).
+/// whose raw URI holds `match` (and of `method`, when not empty), `times` times (-1: always),
+/// each held `delay_ms` first; `status` 0 with a delay: s3rver's answer, late.
 struct S3Fault {
     std::string match;
     int status = 503;
@@ -42,6 +43,7 @@ struct S3Fault {
     nlohmann::json headers = nlohmann::json::object();
     int times = -1;
     std::string method;
+    int delay_ms = 0;
 };
 
 /// One request as the proxy logged it: the AccessEntry fields, and what the proxy decided.
@@ -50,6 +52,8 @@ struct S3AccessEntry {
     /// "verified" (signature recomputed and equal), "anonymous" (no Authorization), or the S3
     /// error code the proxy answered ("SignatureDoesNotMatch", "InvalidAccessKeyId", ...).
     std::string verdict;
+    int in_flight = 0;         // requests the proxy was answering when this one came, itself included
+    uint16_t client_port = 0;  // the client's TCP port (one per connection)
 };
 
 class S3Server {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "remote/expect_error.hpp"
 #include "remote/s3/sigv4.hpp"
@@ -190,4 +191,44 @@ TEST(S3SigV4, RedactedCredentialsHideTheKeys) {
     c.session_token.clear();
     c.access_key_id = "S3RVER";
     EXPECT_EQ(c.redacted(), "access key ******");
+}
+
+TEST(S3SigV4, SigningKeyCacheGivesAwsPublishedKey) {
+    // AWS, "Examples of how to derive a signing key for Signature Version 4" (IAM, 2012-02-15).
+    s3::SigningKeyCache keys;
+    const std::string k = keys.key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20120215", "us-east-1", "iam");
+    EXPECT_EQ(gguf::hex_bytes(k), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+    EXPECT_EQ(keys.derivations(), 1u);
+}
+
+TEST(S3SigV4, SigningKeyIsDerivedOncePerDate) {
+    s3::SigningKeyCache keys;
+    s3::SigningRequest r = example_request("/test.txt");
+    r.headers = {{"Range", "bytes=0-9"}};
+    const std::string published = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(s3::sign(r, example_credentials(), "us-east-1", k20130524, "s3", &keys).signature, published);
+    s3::SigningRequest list = example_request("/");
+    list.query = {{"prefix", "J"}, {"max-keys", "2"}};
+    EXPECT_EQ(s3::sign(list, example_credentials(), "us-east-1", k20130524 + 3600, "s3", &keys).signature,
+              s3::sign(list, example_credentials(), "us-east-1", k20130524 + 3600).signature);
+    EXPECT_EQ(s3::sign(list, example_credentials(), "us-east-1", k20130524, "s3", &keys).signature,
+              "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
+    EXPECT_EQ(keys.derivations(), 1u);  // one date, one region, one secret: one key
+
+    // A new UTC day, another secret, another region: each a new key, as without the cache.
+    EXPECT_EQ(s3::sign(r, example_credentials(), "us-east-1", k20130524 + 86400, "s3", &keys).signature,
+              s3::sign(r, example_credentials(), "us-east-1", k20130524 + 86400).signature);
+    EXPECT_EQ(keys.derivations(), 2u);
+    s3::Credentials rotated = example_credentials();
+    rotated.secret_access_key.back() = 'Z';
+    EXPECT_EQ(s3::sign(r, rotated, "us-east-1", k20130524 + 86400, "s3", &keys).signature,
+              s3::sign(r, rotated, "us-east-1", k20130524 + 86400).signature);
+    EXPECT_EQ(keys.derivations(), 3u);
+    EXPECT_EQ(s3::sign(r, rotated, "eu-west-1", k20130524 + 86400, "s3", &keys).signature,
+              s3::sign(r, rotated, "eu-west-1", k20130524 + 86400).signature);
+    EXPECT_EQ(keys.derivations(), 4u);
+    // Back to the first secret and day: derived again (one key is kept), same published signature.
+    EXPECT_EQ(s3::sign(r, example_credentials(), "us-east-1", k20130524, "s3", &keys).signature, published);
+    EXPECT_EQ(keys.derivations(), 5u);
 }

@@ -11,10 +11,13 @@
 //     {"s3_port", "proxy_port"} once both listen), "max_skew_seconds": 900,
 //     "faults_file": path (optional; read at each request when it changed),
 //     "list_max_keys": N (optional: ListObjectsV2 pages of N entries, as if the client asked) }
+// Each access-log line also gives "in_flight" (requests the proxy was answering when this one
+// arrived, itself included) and "client_port" (the client's TCP port: one per connection).
 // The faults file is a JSON array of answers the proxy gives instead of s3rver's, each after the
 // request was verified: { "match": substring of the raw request URI, "method": "GET"? (any when
 // absent), "status": 503, "code": "SlowDown", "message": "...", "headers": {...}, "times": N
-// (how many requests it answers; all when absent) }.
+// (how many requests it answers; all when absent), "delay_ms": N (optional: the answer is held N
+// ms first; with "status" 0 or absent, s3rver's own answer is then given) }.
 // Requests without Authorization pass unverified (public buckets, --no-sign-request).
 'use strict';
 
@@ -203,15 +206,19 @@ async function main() {
   const { port: s3Port } = await s3.run();
   await seed(s3Port);
   let seq = 0;
+  let inFlight = 0;
   const proxy = http.createServer(async (req, res) => {
     const n = ++seq;
+    inFlight += 1;
+    res.on('close', () => { inFlight -= 1; });
     const q = req.url.indexOf('?');
     const rawPath = q < 0 ? req.url : req.url.slice(0, q);
     const rawQuery = q < 0 ? '' : req.url.slice(q + 1);
     const entry = {
       port: proxy.address().port, method: req.method, uri: req.url, request: `${req.method} ${req.url} HTTP/1.1`,
       range: req.headers.range || '', authorization: req.headers.authorization || '', seq: n,
-      verdict: req.headers.authorization ? 'verified' : 'anonymous',
+      verdict: req.headers.authorization ? 'verified' : 'anonymous', in_flight: inFlight,
+      client_port: req.socket.remotePort,
     };
     let refusal = null;
     if (req.headers.authorization) {
@@ -221,7 +228,9 @@ async function main() {
         refusal = [500, 'InternalError', String(e.message).replace(/[<&]/g, ' ')];
       }
     }
-    const fault = refusal ? null : takeFault(req);
+    let fault = refusal ? null : takeFault(req);
+    if (fault && fault.delay_ms) await new Promise((resolve) => setTimeout(resolve, fault.delay_ms));
+    if (fault && !fault.status) fault = null;  // a delay only
     if (fault) {
       const body = req.method === 'HEAD' || !fault.code ? '' : errorXml(fault.code, fault.message || fault.code, rawPath);
       res.writeHead(fault.status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body),
