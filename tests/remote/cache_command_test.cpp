@@ -25,15 +25,13 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "remote/store/cache.hpp"
 #include "support/support.hpp"
 
 namespace {
 
-using mount_test::MountFixture;
-using remote_test::NginxOptions;
-using remote_test::NginxServer;
+using remote_test::NginxMountFixture;
 
 /// sha256 of the local merge of the set whose first shard is `first` (the reference).
 std::string merged_sha256(const std::string& first) {
@@ -75,14 +73,11 @@ uint64_t bytes_below(const std::string& dir) {
     return n;
 }
 
-class CacheCommand : public MountFixture {
+class CacheCommand : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
-        cache_ = root_ + "/cache";
         // Three models a, b, c: 3 shards of about 6.29 MB each (two 4 MiB blocks per shard).
         for (const char* name : {"a", "b", "c"}) {
             const std::string dir = src_ + "/" + name;
@@ -95,14 +90,7 @@ protected:
             model_bytes_[name] = bytes;
             sha256_[name] = merged_sha256(shards.front());
         }
-        NginxOptions o;
-        o.root = src_;
-        nginx_ = std::make_unique<NginxServer>(o);
-        ASSERT_TRUE(nginx_->start(&why)) << why;
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (nginx_) nginx_->stop();
+        ASSERT_NO_FATAL_FAILURE(serve());
     }
     std::string url(const std::string& name) const {
         return nginx_->base_url() + "/" + name + "/dense-00001-of-00003.gguf";
@@ -137,10 +125,8 @@ protected:
         ASSERT_EQ(unmount_and_wait(), 0) << log();
     }
 
-    std::string cache_;
     std::map<std::string, uint64_t> model_bytes_;
     std::map<std::string, std::string> sha256_;
-    std::unique_ptr<NginxServer> nginx_;
 };
 
 TEST_F(CacheCommand, ListAfterAPrefetchShowsTheSourceItsBytesAndLastUse) {

@@ -21,19 +21,16 @@
 
 #include "gguf/model/split_set.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/hub_emulation.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using mount_test::MountFixture;
 using remote_test::HubEmulation;
 using remote_test::HubRepoFile;
 using remote_test::HubRepoSpec;
-using remote_test::NginxOptions;
-using remote_test::NginxServer;
+using remote_test::NginxMountFixture;
 
 /// The NUL-separated command line of process `pid`, NULs shown as ' '.
 std::string cmdline_of(pid_t pid) {
@@ -62,19 +59,12 @@ std::vector<std::string> files_containing(const std::string& dir, const std::str
 
 const char* const kSecrets[] = {"s3cretPass", "sigS3cret", "tokS3cret"};
 
-class UrlSecrets : public MountFixture {
+class UrlSecrets : public NginxMountFixture {
 protected:
+    UrlSecrets() : NginxMountFixture(Served::Kvzoo) {}
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
-        mount_test::copy_kvzoo(src_);
-        NginxOptions o;
-        o.root = src_;
-        nginx_ = std::make_unique<NginxServer>(o);
-        ASSERT_TRUE(nginx_->start(&why)) << why;
-        cache_ = root_ + "/cache";
         auto kvzoo = mount_test::manifest_case("kvzoo/t7");
         ASSERT_TRUE(kvzoo);
         want_sha256_ = kvzoo->merged_sha256;
@@ -82,10 +72,6 @@ protected:
         const std::string base = nginx_->base_url();
         url_ = "http://reader:s3cretPass@" + base.substr(std::string("http://").size()) + "/" +
                mount_test::kvzoo_shard(1) + "?X-Amz-Signature=sigS3cret&token=tokS3cret";
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (nginx_) nginx_->stop();
     }
     /// Checks that no secret is in the daemon's command line, its log and the cache.
     void expect_no_secret_anywhere() {
@@ -97,8 +83,7 @@ protected:
             EXPECT_EQ(files_containing(cache_, s), std::vector<std::string>{}) << s << " in the cache";
         }
     }
-    std::unique_ptr<NginxServer> nginx_;
-    std::string cache_, url_, want_sha256_;
+    std::string url_, want_sha256_;
 };
 
 // A URL with user:password and a signed query, given on the command line: served right, and
@@ -157,24 +142,15 @@ TEST_F(UrlSecrets, SourceFileMountsTheUrlItHolds) {
 
 /// A Hub emulation of the kvzoo set (Q4_K_M/, 7 LFS shards) and two more LFS files
 /// (mmproj-tiny.gguf, extra.bin); the served bytes are the files in local_ (symlinked by the CDN).
-class HubTrust : public MountFixture {
+class HubTrust : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!HubEmulation::available(&why)) GTEST_SKIP() << why;
-        for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"}) ::unsetenv(v);
-        ::setenv("HF_HOME", (root_ + "/hf-home").c_str(), 1);
-        cache_ = root_ + "/cache";
+        isolate_hub();
         auto kvzoo = mount_test::manifest_case("kvzoo/t7");
         ASSERT_TRUE(kvzoo);
         kvzoo_ = *kvzoo;
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (hub_) hub_->stop();
-        for (const char* v : {"HF_TOKEN_PATH", "HF_ENDPOINT", "HF_HOME"}) ::unsetenv(v);
     }
     void start_hub(std::optional<std::string> token = std::nullopt) {
         local_ = root_ + "/local";
@@ -216,9 +192,8 @@ protected:
         return "";
     }
 
-    std::string cache_, local_;
+    std::string local_;
     gguf_test::ManifestCase kvzoo_;
-    std::unique_ptr<HubEmulation> hub_;
 };
 
 // The CDN serves shard 3 with one byte changed (its lfs.oid is the original's): merge exits 1

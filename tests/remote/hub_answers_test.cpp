@@ -13,7 +13,7 @@
 
 #include "mount/mount_fixture.hpp"
 #include "remote/hub.hpp"
-#include "remote/hub_emulation.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -23,20 +23,12 @@ using remote_test::HubEmulation;
 using remote_test::HubRepoFile;
 using remote_test::HubRepoSpec;
 
-class HubAnswers : public mount_test::MountFixture {
+class HubAnswers : public remote_test::NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!HubEmulation::available(&why)) GTEST_SKIP() << why;
-        remote_test::isolate_hub_environment(root_);
-        cache_ = root_ + "/cache";
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (hub_) hub_->stop();
-        for (const char* v : {"HF_TOKEN", "HF_ENDPOINT", "HF_HOME", "XDG_CACHE_HOME"}) ::unsetenv(v);
+        isolate_hub();
     }
     /// A repo of README.md (not LFS) and tiny.gguf (LFS), with `spec`'s behaviour.
     void start_hub(HubRepoSpec spec) {
@@ -67,8 +59,6 @@ protected:
         for (const auto& e : j.at("entries")) out.insert(e.at("path").get<std::string>());
         return out;
     }
-    std::string cache_;
-    std::unique_ptr<HubEmulation> hub_;
 };
 
 TEST_F(HubAnswers, AGatedRepoIsListedButItsFilesAreProblemsNamingTheRepoPageAndHowToGiveAToken) {

@@ -18,17 +18,17 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/hub_emulation.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using mount_test::MountFixture;
 using remote_test::AccessEntry;
 using remote_test::HubEmulation;
 using remote_test::HubRepoFile;
 using remote_test::HubRepoSpec;
+using remote_test::NginxMountFixture;
 
 constexpr const char* kToken = "hf_emulatedToken0123456789";
 
@@ -47,21 +47,13 @@ size_t count_if_uri(const std::vector<AccessEntry>& log, const std::string& part
     return n;
 }
 
-class HubMount : public MountFixture {
+class HubMount : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!HubEmulation::available(&why)) GTEST_SKIP() << why;
-        remote_test::isolate_hub_environment(root_);
-        cache_ = root_ + "/cache";
+        isolate_hub();
         kvzoo_ = find_case("kvzoo/t7");
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (hub_) hub_->stop();
-        for (const char* v : {"HF_TOKEN", "HF_ENDPOINT", "HF_HOME", "XDG_CACHE_HOME"}) ::unsetenv(v);
     }
     static gguf_test::ManifestCase find_case(const std::string& id) {
         for (auto& c : gguf_test::manifest_cases())
@@ -110,9 +102,8 @@ protected:
     std::vector<std::string> args() const { return {"--cache-dir", cache_, "--net-timeout", "3"}; }
     std::string source() const { return "hf://" + hub_->spec().org + "/" + hub_->spec().repo; }
 
-    std::string cache_, local_, dense_sha256_;
+    std::string local_, dense_sha256_;
     gguf_test::ManifestCase kvzoo_;
-    std::unique_ptr<HubEmulation> hub_;
 };
 
 TEST_F(HubMount, ARepoIsServedAsALocalMountOfTheSameTreeByteExactWithEveryTreePage) {

@@ -10,41 +10,35 @@
 #include <thread>
 
 #include "mount/mount_fixture.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 using remote_test::NginxOptions;
-using remote_test::NginxServer;
 
-class MountOptions : public mount_test::MountFixture {
+class MountOptions : public remote_test::NginxMountFixture {
 protected:
+    MountOptions() : NginxMountFixture(Served::Kvzoo) {}
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
-        mount_test::copy_kvzoo(src_);
-        NginxOptions o;
-        o.root = src_;
-        // A plain web server refusing a folder (no Hub headers).
-        o.extra_server_config = "location /forbidden/ { return 403; }";
-        nginx_ = std::make_unique<NginxServer>(o);
-        ASSERT_TRUE(nginx_->start(&why)) << why;
-        cache_ = root_ + "/cache";
         // What mount(8) runs: /sbin/mount.fuse.gguf-mount, a link to the binary.
         helper_ = root_ + "/mount.fuse.gguf-mount";
         ASSERT_EQ(::symlink(gguf_test::gguf_mount_binary().c_str(), helper_.c_str()), 0);
     }
     void TearDown() override {
         mount_test::clean_up_daemonized_mount(mnt_);
-        MountFixture::TearDown();
-        if (nginx_) nginx_->stop();
+        NginxMountFixture::TearDown();
+    }
+    NginxOptions nginx_options() const override {
+        NginxOptions o = NginxMountFixture::nginx_options();
+        // A plain web server refusing a folder (no Hub headers).
+        o.extra_server_config = "location /forbidden/ { return 403; }";
+        return o;
     }
     std::string url() const { return nginx_->base_url() + "/" + mount_test::kvzoo_shard(1); }
-    std::unique_ptr<NginxServer> nginx_;
-    std::string cache_, helper_;
+    std::string helper_;
 };
 
 /// fstab lines can carry only -o options: `cache_dir=` was rejected by libfuse after the server

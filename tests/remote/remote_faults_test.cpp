@@ -16,35 +16,26 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/hub_emulation.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using mount_test::MountFixture;
 using remote_test::HubEmulation;
 using remote_test::HubRepoFile;
 using remote_test::HubRepoSpec;
+using remote_test::NginxMountFixture;
 using remote_test::NginxOptions;
 using remote_test::NginxServer;
 
 /// Every mount point a remote SOURCE must be refused on before any request: (name, path).
-class RemoteMountPoint : public MountFixture {
+class RemoteMountPoint : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
-        cache_ = root_ + "/cache";
-        for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"}) ::unsetenv(v);
-        ::setenv("HF_HOME", (root_ + "/hf-home").c_str(), 1);
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        for (const char* v : {"HF_ENDPOINT", "HF_HOME"}) ::unsetenv(v);
+        isolate_hub();
     }
     /// Runs `gguf-mount SOURCE MOUNTPOINT` (foreground) and expects exit 1 with one error line
     /// holding `reason`.
@@ -62,7 +53,6 @@ protected:
         std::printf("[ refused  ] %s on %s in %lld ms: %s", source.c_str(), mountpoint.c_str(),
                     static_cast<long long>(ms), all.c_str());
     }
-    std::string cache_;
 };
 
 TEST_F(RemoteMountPoint, ABadMountPointIsRefusedBeforeAnyRequestIsSent) {
@@ -133,18 +123,15 @@ while os.getppid() == parent:
 /// a private network namespace (loopback only, up) whose 127.0.0.1:53 is kSilentResolver. So no
 /// DNS query ever leaves the machine. The daemon's FUSE mount lives in that namespace: the test
 /// looks at it through `nsenter --mount`.
-class DnsFailure : public MountFixture {
+class DnsFailure : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
         if (::geteuid() != 0) GTEST_SKIP() << "private mount namespaces need root";
         for (const char* p : {"unshare", "nsenter", "ip", "python3"}) {
             if (remote_test::find_program(p).empty()) GTEST_SKIP() << p << " not found";
         }
-        cache_ = root_ + "/cache";
         sandbox_ = root_ + "/sandbox";
         ASSERT_EQ(::mkdir(sandbox_.c_str(), 0755), 0);
         gguf_test::write_file(sandbox_ + "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n");
@@ -155,7 +142,7 @@ protected:
     }
     void TearDown() override {
         if (sandboxed_.running()) sandboxed_.stop();
-        MountFixture::TearDown();
+        NginxMountFixture::TearDown();
     }
     /// `argv` wrapped so that it runs in the sandbox described above.
     std::vector<std::string> sandboxed(const std::vector<std::string>& argv, bool silent_resolver = false) const {
@@ -208,7 +195,7 @@ protected:
         EXPECT_LT(seconds, limit_seconds) << all;
         std::printf("[ dns      ] %.2f s, exit %d: %s", seconds, r.exit_code, all.c_str());
     }
-    std::string cache_, sandbox_, hosts_;
+    std::string sandbox_, hosts_;
     remote_test::ChildProcess sandboxed_;
 };
 

@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "mount/mount_fixture.hpp"
-#include "remote/hub_emulation.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/gguf_rewrite.hpp"
 #include "support/support.hpp"
 
@@ -20,29 +19,18 @@ namespace {
 
 using gguf_test::kv_index;
 using gguf_test::RawGguf;
-using mount_test::MountFixture;
-using remote_test::NginxOptions;
-using remote_test::NginxServer;
+using remote_test::NginxMountFixture;
 
 const char* const kTemplate = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}\n";
 
-class RemoteKv : public MountFixture {
+class RemoteKv : public NginxMountFixture {
 protected:
     void SetUp() override {
-        MountFixture::SetUp();
+        NginxMountFixture::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
         mount_test::copy_kvzoo(src_);
-        cache_ = root_ + "/cache";
         template_ = root_ + "/chat.jinja";
         gguf_test::write_file(template_, kTemplate);
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (nginx_) nginx_->stop();
-        if (hub_) hub_->stop();
-        for (const char* v : {"HF_ENDPOINT", "HF_HOME", "XDG_CACHE_HOME"}) ::unsetenv(v);
     }
     /// The edits under test, as command-line options.
     std::vector<std::string> edits() const {
@@ -62,14 +50,6 @@ protected:
     std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) const {
         a.insert(a.end(), more.begin(), more.end());
         return a;
-    }
-    /// Starts nginx over src_ (nginx_).
-    void serve() {
-        NginxOptions o;
-        o.root = src_;
-        nginx_ = std::make_unique<NginxServer>(o);
-        std::string why;
-        ASSERT_TRUE(nginx_->start(&why)) << why;
     }
     std::vector<std::string> remote_args() const { return {"--cache-dir", cache_, "--net-timeout", "3"}; }
     /// Mounts `first_url` with edits(), checks the served bytes, `check` and `merge`.
@@ -94,9 +74,7 @@ protected:
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(gguf_test::sha256_file(out), gguf_test::sha256_hex(want));
     }
-    std::string cache_, template_;
-    std::unique_ptr<NginxServer> nginx_;
-    std::unique_ptr<remote_test::HubEmulation> hub_;
+    std::string template_;
 };
 
 TEST_F(RemoteKv, OverridesApplyToAnHttpFirstShardMountCheckAndMerge) {
@@ -112,7 +90,7 @@ TEST_F(RemoteKv, OverridesApplyToAnHfFirstShardMount) {
         const std::string name = mount_test::kvzoo_shard(i);
         spec.files.push_back(remote_test::HubRepoFile{"Q4_K_M/" + name, src_ + "/" + name, true});
     }
-    remote_test::isolate_hub_environment(root_);
+    isolate_hub();
     hub_ = std::make_unique<remote_test::HubEmulation>(spec);
     ASSERT_TRUE(hub_->start(&why)) << why;
     ::setenv("HF_ENDPOINT", hub_->endpoint().c_str(), 1);

@@ -20,15 +20,15 @@
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
 #include "mount/mount_fixture.hpp"
-#include "remote/servers.hpp"
+#include "remote/nginx_mount_fixture.hpp"
 #include "support/support.hpp"
 
 namespace {
 
 using mount_test::Daemon;
-using mount_test::MountFixture;
 using remote_test::AccessEntry;
 using remote_test::FaultServer;
+using remote_test::NginxMountFixture;
 using remote_test::NginxOptions;
 using remote_test::NginxServer;
 
@@ -99,20 +99,8 @@ std::string pread_at(const std::string& path, uint64_t offset, size_t len) {
 constexpr uint64_t kShard2Block1 = uint64_t{11} << 20;
 constexpr uint64_t kShard3Block1 = uint64_t{17} << 20;
 
-class RemoteMount : public MountFixture {
+class RemoteMount : public NginxMountFixture {
 protected:
-    void SetUp() override {
-        MountFixture::SetUp();
-        if (IsSkipped() || HasFatalFailure()) return;
-        std::string why;
-        if (!NginxServer::available(&why)) GTEST_SKIP() << why;
-        cache_ = root_ + "/cache";
-    }
-    void TearDown() override {
-        MountFixture::TearDown();
-        if (nginx_) nginx_->stop();
-        fault_.reset();
-    }
     /// Writes the dense set, serves it with the fault server (fault_) and mounts its first
     /// shard URL with remote_args(more). Skips without python3.
     void mount_dense_on_fault_server(const std::vector<std::string>& more = {}) {
@@ -123,14 +111,11 @@ protected:
         ASSERT_TRUE(fault_->start(&why)) << why;
         ASSERT_TRUE(mount(remote_args(more), first_url(fault_->base_url())));
     }
-    /// Starts nginx over src_ (with TLS when asked).
-    void serve(bool tls = false) {
-        NginxOptions o;
-        o.root = src_;
-        o.tls = tls;
-        nginx_ = std::make_unique<NginxServer>(o);
-        std::string error;
-        ASSERT_TRUE(nginx_->start(&error)) << error;
+    /// serve() starts nginx over src_, with TLS when tls_ is set.
+    NginxOptions nginx_options() const override {
+        NginxOptions o = NginxMountFixture::nginx_options();
+        o.tls = tls_;
+        return o;
     }
     /// Writes a dense model of 12 tensors of 1.5 MiB split into 3 shards in src_ (two cache
     /// blocks per shard): first_ is the first shard's local path, want_ the local merge.
@@ -154,10 +139,8 @@ protected:
         a.insert(a.end(), more.begin(), more.end());
         return a;
     }
-    std::string cache_;
     std::string first_, want_;
-    std::unique_ptr<NginxServer> nginx_;
-    std::unique_ptr<FaultServer> fault_;
+    bool tls_ = false;
 };
 
 TEST_F(RemoteMount, EveryManifestSetIsServedWithItsSha256) {
@@ -377,7 +360,8 @@ TEST_F(RemoteMount, RefusedConnectionExitsWithinTheTimeoutNamingTheUrlWithoutQue
 
 TEST_F(RemoteMount, TlsIsRefusedWithoutTheCaAndWorksWithIt) {
     mount_test::copy_kvzoo(src_);
-    serve(true);
+    tls_ = true;
+    serve();
     auto c = mount_test::manifest_case("kvzoo/t7");
     ASSERT_TRUE(c);
     const std::string url = nginx_->https_base_url() + "/" + gguf::base_name(mount_test::kvzoo_shard(1));
