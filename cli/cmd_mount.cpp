@@ -367,7 +367,9 @@ int run_mount(int argc, char** argv) {
     const std::string mountpoint = fs::absolute_mount_path(mount_arg);
 
     std::unique_ptr<fs::LiveFilesystem> live;
-    ResolvedSource resolved = resolve_source(source_arg, SourceOptions{});
+    SourceOptions sopt;
+    sopt.hub_digests = true;  // an hf:// first shard: its shards' lfs.oid, checked by in-order readers
+    ResolvedSource resolved = resolve_source(source_arg, sopt);
     // The name in logs and the default fsname (a remote URL: without credentials or query).
     const std::string source = resolved.canonical;
     bool single_set = !resolved.directory();

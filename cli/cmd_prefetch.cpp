@@ -67,8 +67,8 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 
 /// Every RemoteSource a mount of `source` would read, each once (the context that reads them:
 /// source->context): a folder (http(s) directory URL, hf:// repo or folder) through its listing,
-/// a first shard (http(s), or an hf:// file at its pinned commit) through its set, each shard
-/// then checked against the sha256 its Hub folder lists. A folder's catalog problems go to
+/// a first shard (http(s), or an hf:// file at its pinned commit) through its set (its shards'
+/// sha256() the one their Hub folder lists, source->sha256s). A folder's catalog problems go to
 /// `*problems`. Throws gguf::Error naming the source (a local path is refused: prefetch fills
 /// the cache of remote sources only).
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(ResolvedSource* source,
@@ -80,18 +80,8 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(Resolved
     }
     // A folder's files, and its problems (files not served are not cached either).
     gguf::Catalog catalog = source->catalog(gguf::CatalogOptions{});
-    if (source->directory()) {
-        *problems = std::move(catalog.problems);
-        return sources_of(catalog);
-    }
-    auto sources = sources_of(catalog);
-    for (const auto& s : sources) {
-        auto it = source->sha256s.find(s->display_name());
-        if (it != source->sha256s.end() && s->sha256().empty()) {
-            std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(it->second);
-        }
-    }
-    return sources;
+    if (source->directory()) *problems = std::move(catalog.problems);
+    return sources_of(catalog);
 }
 
 /// Throws gguf::Error(Io) naming the first of `sources` whose bytes failed their sha256 check

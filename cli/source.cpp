@@ -182,7 +182,9 @@ std::function<gguf::Catalog()> ResolvedSource::catalog_builder(const gguf::Catal
         if (listing) {
             return [l = listing, copt] { return gguf::build_catalog(*l, copt); };
         }
-        return [url = url, c = context, o = copt.overrides] { return remote::remote_set_catalog(url, c, o); };
+        return [url = url, c = context, o = copt.overrides, d = sha256s] {
+            return remote::remote_set_catalog(url, c, o, d);
+        };
     }
 #endif
     return [p = path, copt] { return gguf::build_catalog(p, copt); };

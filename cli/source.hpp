@@ -49,7 +49,8 @@ struct SourceOptions {
     /// line saying which file to give (remote::remote_source_url).
     bool files_only = false;
     /// An hf:// file: pin() also lists its folder at the pinned commit for the sha256 the Hub
-    /// gives of each LFS file (ResolvedSource::sha256s; merge and prefetch check the bytes).
+    /// gives of each LFS file (ResolvedSource::sha256s; merge and prefetch check the bytes, a
+    /// mount checks a shard that a reader reads in order to its end).
     bool hub_digests = false;
 };
 
@@ -113,7 +114,8 @@ struct ResolvedSource {
 
     /// What a mount shows, built afresh at each call (connect() first for remote kinds): a
     /// local path by gguf::build_catalog(path); a folder by build_catalog(listing); a remote
-    /// file by its set (remote::remote_set_catalog: one merged entry). The builder keeps what
+    /// file by its set (remote::remote_set_catalog: one merged entry; the shards in `sha256s`
+    /// checked by an in-order reader, RemoteSource::expect_sha256). The builder keeps what
     /// it needs (listing, context), not this object. Throws what those throw.
     std::function<gguf::Catalog()> catalog_builder(const gguf::CatalogOptions& copt);
     /// catalog_builder(copt)(), once.

@@ -22,8 +22,12 @@ namespace gguf_mount::remote {
 /// `overrides` (the command line's --override-kv family) edit the merged header as for a local
 /// set (gguf::merged_set_entry); one that does not fit the set throws its gguf::Error with the
 /// merged name in front ("NAME.gguf: --override-kv: KEY: ...").
+/// `sha256s` (shown shard URL -> content sha256, as remote_source_url gives for an hf:// file):
+/// each shard listed there is checked by a reader that reads it in order to its end
+/// (RemoteSource::expect_sha256), as the files of an hf:// folder mount are.
 gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared_ptr<RemoteContext>& context,
-                                 const gguf::KvOverrides& overrides = {});
+                                 const gguf::KvOverrides& overrides = {},
+                                 const std::map<std::string, std::string>& sha256s = {});
 
 /// The http(s) URL that `merge` and `prefetch` read for the command-line SOURCE `source`:
 /// `source` itself for an http(s):// URL; for `hf://ORG/REPO[@REV]/PATH` (PATH a file, e.g.
@@ -37,13 +41,17 @@ gguf::Catalog remote_set_catalog(const std::string& first_url, const std::shared
 /// Throws gguf::Error as hub_setup and HubListing::fetch_commit do (one line, no token).
 /// With `sha256s`, an hf:// source also has its folder's tree listed at that commit, and
 /// (*sha256s)[shown resolve URL] = lfs.oid for each LFS file of it (the shards' expected
-/// content sha256, RemoteSource::verify_sha256); nothing is added for other sources.
+/// content sha256, RemoteSource::verify_sha256); nothing is added for other sources. With
+/// `ro->offline` the tree comes from the cache's record of it, and nothing is added (one info
+/// line) when the cache has none.
 std::string remote_source_url(const std::string& source, RemoteOptions* ro,
                               std::map<std::string, std::string>* sha256s = nullptr);
 
 /// The validated split set behind remote_set_catalog (shards named by their shown URLs, each
 /// with one part whose `source` is a RemoteSource). Also what `merge URL OUT` plans from.
-/// Throws as remote_set_catalog.
-gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context);
+/// `sha256s`: as for remote_set_catalog (armed before the headers are read). Throws as
+/// remote_set_catalog.
+gguf::SplitSet open_remote_set(const std::string& first_url, const std::shared_ptr<RemoteContext>& context,
+                               const std::map<std::string, std::string>& sha256s = {});
 
 }  // namespace gguf_mount::remote

@@ -97,8 +97,7 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
 std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteContext> context,
                                                       const std::string& url, ObjectInfo info, std::string sha256) {
     auto src = std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), true));
-    src->sha256_ = std::move(sha256);
-    if (!src->sha256_.empty()) src->digest_ = std::make_unique<SequentialDigest>(src->sha256_, false);
+    src->expect_sha256(std::move(sha256));
     return src;
 }
 

@@ -90,6 +90,11 @@ public:
     /// (prefetch, merge); call it before the reads start. Throws std::runtime_error when
     /// OpenSSL cannot hash.
     void verify_sha256(std::string sha256);
+    /// Arms the in-order check of open_known for a source opened otherwise (open: a Hub
+    /// resolve URL whose lfs.oid its folder's tree gives): sets sha256() to `sha256` (64
+    /// lowercase hex) and checks it as open_known's sources are. Call before the first read;
+    /// "" leaves the source unchecked. Never throws but std::bad_alloc.
+    void expect_sha256(std::string sha256);
     /// The in-order check of open_known: a read that starts up to this far past the bytes
     /// hashed so far has the bytes in between read (from memory or the cache, as a read-ahead
     /// holds them) and hashed first (requests of one reader arrive out of order from several

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -23,6 +24,11 @@ constexpr size_t kGapStep = size_t{1} << 20;
 
 void RemoteSource::verify_sha256(std::string sha256) {
     digest_ = std::make_unique<SequentialDigest>(std::move(sha256), true);
+}
+
+void RemoteSource::expect_sha256(std::string sha256) {
+    sha256_ = std::move(sha256);
+    if (!sha256_.empty()) digest_ = std::make_unique<SequentialDigest>(sha256_, false);
 }
 
 std::string RemoteSource::sha256_error() const {

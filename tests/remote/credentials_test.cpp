@@ -2,8 +2,9 @@
 //   - URL credentials and signed queries never reach the daemon's command line (/proc/PID/cmdline,
 //     what `ps` shows every local user), its log or its cache; --source-file gives SOURCE unseen;
 //   - a Hub token file rewritten while mounted (a rotated token) is followed;
-//   - bytes whose sha256 differs from the Hub's lfs.oid fail prefetch and merge, and are not
-//     served by a later --offline mount.
+//   - bytes whose sha256 differs from the Hub's lfs.oid fail prefetch and merge, are not
+//     served by a later --offline mount, and stop a full sequential read through a folder or
+//     first-shard mount.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -192,6 +193,81 @@ protected:
         return "";
     }
 
+    /// A Hub repo of three shards of 6 MiB (ROOT/dense-local/dense-0000K-of-00003.gguf served at
+    /// its root); then the last byte of shard 2 (a tensor byte) is changed in the served copy,
+    /// the tree keeping the original's lfs.oid.
+    struct DenseRepo {
+        std::vector<std::string> shards;  ///< the served copies
+        std::string reference;            ///< the local merge of the right shards
+        std::string want, got;            ///< shard 2's sha256: listed (lfs.oid), served
+    };
+    void start_dense_hub(DenseRepo* repo) {
+        const std::string local = root_ + "/dense-local";
+        fs::create_directories(local);
+        repo->shards = mount_test::split_dense_model(
+            12, [](int) { return int64_t{393216}; }, 4, 11, local + "/dense");
+        ASSERT_EQ(repo->shards.size(), 3u);
+        const std::string ref_file = root_ + "/reference.gguf";
+        auto m = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", repo->shards.front(), ref_file});
+        ASSERT_EQ(m.exit_code, 0) << m.err;
+        repo->reference = gguf_test::read_file(ref_file);
+        HubRepoSpec spec;
+        for (const auto& s : repo->shards) spec.files.push_back(HubRepoFile{gguf::base_name(s), s, true});
+        hub_ = std::make_unique<HubEmulation>(spec);
+        std::string error;
+        ASSERT_TRUE(hub_->start(&error)) << error;
+        ::setenv("HF_ENDPOINT", hub_->endpoint().c_str(), 1);
+        std::string bytes = gguf_test::read_file(repo->shards[1]);
+        repo->want = gguf_test::sha256_hex(bytes);
+        bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);
+        gguf_test::write_file(repo->shards[1], bytes);
+        repo->got = gguf_test::sha256_hex(bytes);
+    }
+    /// Reads `path` in order, 1 MiB at a time, into `served` to its end or its first error;
+    /// returns the errno of that error (0 at the end).
+    static int read_in_order(const std::string& path, std::string* served) {
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        if (fd < 0) return errno;
+        int read_errno = 0;
+        std::vector<char> buf(1 << 20);
+        for (;;) {
+            const ssize_t r = ::read(fd, buf.data(), buf.size());
+            if (r < 0) read_errno = errno;
+            if (r <= 0) break;
+            served->append(buf.data(), static_cast<size_t>(r));
+        }
+        ::close(fd);
+        return read_errno;
+    }
+
+    /// Mounts `mount_source` (start_dense_hub's repo or its first shard), reads MNT/dense.gguf
+    /// in order and expects EIO before its end, every byte served right and the log naming
+    /// shard 2 and both digests; unmounts. `*served`: the bytes served.
+    void expect_read_stops_with_eio(const DenseRepo& repo, const std::string& mount_source, size_t* served) {
+        ASSERT_TRUE(mount(args(), mount_source));
+        std::string bytes;
+        const int read_errno = read_in_order(mnt_ + "/dense.gguf", &bytes);
+        *served = bytes.size();
+        EXPECT_EQ(read_errno, EIO) << "read " << bytes.size() << " of " << repo.reference.size() << " bytes; "
+                                   << log();
+        EXPECT_LT(bytes.size(), repo.reference.size());
+        EXPECT_TRUE(bytes == repo.reference.substr(0, bytes.size())) << "every byte served is right";
+        const std::string name = gguf::base_name(repo.shards[1]);
+        EXPECT_NE(log().find(name + ": sha256 mismatch: expected " + repo.want), std::string::npos) << log();
+        EXPECT_NE(log().find(repo.got), std::string::npos) << log();
+        ASSERT_EQ(unmount_and_wait(), 0) << log();
+    }
+
+    /// Mounts `mount_source` with `extra`, expects MNT/`merged` to be kvzoo's reference merge
+    /// with no sha256 mismatch logged, and unmounts.
+    void expect_serves_kvzoo(const std::vector<std::string>& extra, const std::string& mount_source,
+                             const std::string& merged) {
+        ASSERT_TRUE(mount(extra, mount_source));
+        EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + merged), kvzoo_.merged_sha256) << log();
+        EXPECT_EQ(log().find("sha256 mismatch"), std::string::npos) << log();
+        ASSERT_EQ(unmount_and_wait(), 0) << log();
+    }
+
     std::string local_;
     gguf_test::ManifestCase kvzoo_;
 };
@@ -244,10 +320,7 @@ TEST_F(HubTrust, WrongCdnBytesFailPrefetchAndMergeAndAreNotServedOffline) {
 // names the shard and both digests.
 TEST_F(HubTrust, AFullSequentialReadThroughAMountIsCheckedAgainstLfsOid) {
     ASSERT_NO_FATAL_FAILURE(start_hub());
-    ASSERT_TRUE(mount(args(), source()));
-    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/Q4_K_M/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
-    EXPECT_EQ(log().find("sha256 mismatch"), std::string::npos) << log();
-    ASSERT_EQ(unmount_and_wait(), 0) << log();
+    ASSERT_NO_FATAL_FAILURE(expect_serves_kvzoo(args(), source(), "Q4_K_M/kvzoo.gguf"));
 
     const std::string shard3 = "Q4_K_M/" + mount_test::kvzoo_shard(3);
     const std::string want = listed_sha256(shard3);
@@ -266,46 +339,72 @@ TEST_F(HubTrust, AFullSequentialReadThroughAMountIsCheckedAgainstLfsOid) {
 // stops with EIO where shard 2 ends; every byte served before is right, none after is served,
 // and the log names the shard and both digests.
 TEST_F(HubTrust, AFullSequentialReadStopsWithEioWhereAShardsBytesDoNotMatchLfsOid) {
-    const std::string local = root_ + "/dense-local";
-    fs::create_directories(local);
-    auto shards = mount_test::split_dense_model(
-        12, [](int) { return int64_t{393216}; }, 4, 11, local + "/dense");
-    ASSERT_EQ(shards.size(), 3u);
-    const std::string ref_file = root_ + "/reference.gguf";  // the local merge of the right shards
-    auto m = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards.front(), ref_file});
-    ASSERT_EQ(m.exit_code, 0) << m.err;
-    const std::string reference = gguf_test::read_file(ref_file);
-    HubRepoSpec spec;
-    for (const auto& s : shards) spec.files.push_back(HubRepoFile{gguf::base_name(s), s, true});
-    hub_ = std::make_unique<HubEmulation>(spec);
-    std::string error;
-    ASSERT_TRUE(hub_->start(&error)) << error;
-    ::setenv("HF_ENDPOINT", hub_->endpoint().c_str(), 1);
-    std::string bytes = gguf_test::read_file(shards[1]);
-    const std::string want = gguf_test::sha256_hex(bytes);
-    bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);
-    gguf_test::write_file(shards[1], bytes);
-    const std::string got = gguf_test::sha256_hex(bytes);
+    DenseRepo repo;
+    ASSERT_NO_FATAL_FAILURE(start_dense_hub(&repo));
+    size_t served = 0;
+    expect_read_stops_with_eio(repo, source(), &served);
+}
 
-    ASSERT_TRUE(mount(args(), source()));
-    const int fd = ::open((mnt_ + "/dense.gguf").c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0) << std::strerror(errno) << log();
-    std::string served;
-    int read_errno = 0;
-    std::vector<char> buf(1 << 20);
-    for (;;) {  // in order, 1 MiB at a time, to the end or the first error
-        const ssize_t r = ::read(fd, buf.data(), buf.size());
-        if (r < 0) read_errno = errno;
-        if (r <= 0) break;
-        served.append(buf.data(), static_cast<size_t>(r));
-    }
-    ::close(fd);
-    EXPECT_EQ(read_errno, EIO) << "read " << served.size() << " of " << reference.size() << " bytes; " << log();
-    EXPECT_LT(served.size(), reference.size());
-    EXPECT_TRUE(served == reference.substr(0, served.size())) << "every byte served is right";
-    const std::string name = gguf::base_name(shards[1]);
-    EXPECT_NE(log().find(name + ": sha256 mismatch: expected " + want), std::string::npos) << log();
+// A first-shard mount of an hf:// file (hf://ORG/REPO/PATH/NAME-00001-of-N.gguf) checks its
+// shards as a folder mount does: a full sequential read gives the fixture's reference merge;
+// with one byte of shard 3 changed on the CDN (kvzoo shards are smaller than
+// RemoteSource::kSequentialTail: checked whole at planning) the mount exits 1, the error
+// naming the shard and both digests.
+TEST_F(HubTrust, AFullSequentialReadOfAFirstShardMountIsCheckedAgainstLfsOid) {
+    ASSERT_NO_FATAL_FAILURE(start_hub());
+    const std::string first = source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1);
+    ASSERT_NO_FATAL_FAILURE(expect_serves_kvzoo(args(), first, "kvzoo.gguf"));
+
+    const std::string shard3 = "Q4_K_M/" + mount_test::kvzoo_shard(3);
+    const std::string want = listed_sha256(shard3);
+    const std::string got = corrupt(shard3);
+    ASSERT_NE(want, got);
+    fs::remove_all(cache_);
+    ASSERT_TRUE(start(args(), first));
+    EXPECT_EQ(daemon_.wait_exit(), std::optional<int>(1)) << log();  // TearDown unmounts a mount
+    EXPECT_NE(log().find(mount_test::kvzoo_shard(3) + ": sha256 mismatch: expected " + want), std::string::npos)
+        << log();
     EXPECT_NE(log().find(got), std::string::npos) << log();
+}
+
+// The same for shards of 6 MiB, checked as the read passes: with the last byte of shard 2
+// changed on the CDN, a full sequential read of the first-shard mount stops with EIO where
+// shard 2 ends (past shard 1, before shard 3); every byte served before is right, and the log
+// names the shard and both digests.
+TEST_F(HubTrust, AFullSequentialReadOfAFirstShardMountStopsWithEioAtAWrongShardsEnd) {
+    DenseRepo repo;
+    ASSERT_NO_FATAL_FAILURE(start_dense_hub(&repo));
+    size_t served = 0;
+    expect_read_stops_with_eio(repo, source() + "/" + gguf::base_name(repo.shards[0]), &served);
+    EXPECT_GT(served, fs::file_size(repo.shards[0])) << "shard 1 is served whole";
+    EXPECT_LT(served + fs::file_size(repo.shards[2]) / 2, repo.reference.size()) << "nothing of shard 3";
+}
+
+// An --offline first-shard mount of an hf:// file serves the set with the server gone: checked
+// with the tree the cache recorded online, and served unchecked (one line) from a cache without
+// that record.
+TEST_F(HubTrust, AnOfflineFirstShardMountServesTheSetWithOrWithoutTheTreeRecord) {
+    ASSERT_NO_FATAL_FAILURE(start_hub());
+    const std::string first = source() + "/Q4_K_M/" + mount_test::kvzoo_shard(1);
+    ASSERT_NO_FATAL_FAILURE(expect_serves_kvzoo(args(), first, "kvzoo.gguf"));
+    hub_->stop();
+    auto offline = args();
+    offline.push_back("--offline");
+    ASSERT_NO_FATAL_FAILURE(expect_serves_kvzoo(offline, first, "kvzoo.gguf"));
+    EXPECT_EQ(log().find("not checked"), std::string::npos) << log();
+
+    size_t removed = 0;  // the tree records (the commit records stay)
+    for (const auto& e : fs::recursive_directory_iterator(cache_)) {
+        if (!e.is_regular_file() || e.path().parent_path().filename() != "listings") continue;
+        if (gguf_test::read_file(e.path().string()).find("\"tree\"") == std::string::npos) continue;
+        fs::remove(e.path());
+        ++removed;
+    }
+    ASSERT_GE(removed, 1u);
+    ASSERT_TRUE(mount(offline, first));
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), kvzoo_.merged_sha256) << log();
+    EXPECT_NE(log().find("is not in the cache (--offline): its shards' sha256 is not checked"), std::string::npos)
+        << log();
     ASSERT_EQ(unmount_and_wait(), 0) << log();
 }
 

@@ -385,7 +385,8 @@ TEST_F(HubMount, AFailingCdnLocationIsResolvedAgainOnceAndTheBytesStayExact) {
 namespace {
 
 // hf://ORG/REPO[@REV]/PATH where PATH is a first shard: mount, check and prefetch serve that one
-// merged set (like an http(s) first-shard URL), pinned to the commit of REV; no tree listing.
+// merged set (like an http(s) first-shard URL), pinned to the commit of REV; a mount lists only
+// the tree of the shard's folder at that commit (the shards' lfs.oid).
 TEST_F(HubMount, AFirstShardPathIsServedAsItsMergedSetByMountCheckAndPrefetch) {
     ASSERT_NO_FATAL_FAILURE(start_hub(2));
     const std::string first = source() + "@main/Q4_K_M/" + gguf::base_name(kvzoo_.shards.front());
@@ -395,7 +396,8 @@ TEST_F(HubMount, AFirstShardPathIsServedAsItsMergedSetByMountCheckAndPrefetch) {
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto api = hub_->api().access_log();
     EXPECT_EQ(count_if_uri(api, "/revision/main"), 1u);
-    EXPECT_EQ(count_if_uri(api, "/tree/"), 0u);
+    EXPECT_GE(count_if_uri(api, "/tree/" + hub_->spec().commit + "/Q4_K_M"), 1u);
+    EXPECT_EQ(count_if_uri(api, "/tree/"), count_if_uri(api, "/tree/" + hub_->spec().commit + "/Q4_K_M"));
     EXPECT_EQ(count_if_uri(api, "/resolve/" + hub_->spec().commit + "/Q4_K_M/kvzoo-"), kvzoo_.shards.size());
 
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", first, "--json"});
