@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "common/text.hpp"
@@ -38,19 +39,10 @@ const char* const kCacheHelpTail =
     "without it, by 25% of the size of the file system holding the cache, at most 100G.\n"
     "Exit status: 0 done, 1 failed (or kept in use), 2 usage error.\n";
 
-/// `bytes` for people: "25.2 MB" (SI, as --cache-max-size counts), "512 bytes".
+/// `bytes` for people, in the units of every other gguf-mount message ("13.45 MiB",
+/// cli/progress.hpp human_bytes), "512 bytes" below 1 KiB.
 std::string human(uint64_t bytes) {
-    if (bytes < 1000) return std::to_string(bytes) + " bytes";
-    const char* units[] = {"kB", "MB", "GB", "TB", "PB"};
-    double v = static_cast<double>(bytes) / 1000;
-    size_t u = 0;
-    while (v >= 1000 && u + 1 < sizeof units / sizeof units[0]) {
-        v /= 1000;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-    return buf;
+    return bytes < 1024 ? std::to_string(bytes) + " bytes" : human_bytes(static_cast<double>(bytes));
 }
 
 /// `t` as ISO 8601 UTC ("2026-12-01T11:40:02Z"); "-" for 0.
@@ -131,7 +123,7 @@ int trim(remote::CacheAdmin& admin, const std::string& dir, uint64_t max_bytes, 
     std::string names;
     for (const auto& n : o.in_use) names += (names.empty() ? "" : ", ") + gguf::escape(n);
     print_error(dir + ": kept " + human(o.bytes_left) + " (" + std::to_string(o.bytes_left) + " bytes), above " +
-                std::to_string(max_bytes) + ": " + human(o.in_use_bytes) + " of it in use by a running mount or prefetch" +
+                human(max_bytes) + " (" + std::to_string(max_bytes) + " bytes): " + human(o.in_use_bytes) + " of it in use by a running mount or prefetch" +
                 (names.empty() ? std::string(" (blocks being read)") : " of " + names) +
                 "; unmount it and run again");
     return 1;

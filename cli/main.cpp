@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/remote_options.hpp"
+#include "common/text.hpp"
 
 namespace {
 
@@ -123,6 +124,17 @@ int run(int argc, char** argv) {
                      "gguf-mount: unknown command '%s' (and no file or directory of that name); did you mean '%s'? "
                      "(commands: split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help')\n",
                      cmd.c_str(), guess.c_str());
+        return 2;
+    }
+    // One word alone that names no file and is no path or URL: a command nobody has, not a
+    // SOURCE without its MOUNTPOINT.
+    struct stat st {};
+    if (argc == 2 && cmd.find('/') == std::string::npos && cmd.find(':') == std::string::npos &&
+        ::stat(cmd.c_str(), &st) != 0) {
+        std::fprintf(stderr,
+                     "gguf-mount: unknown command '%s' (and no file or directory of that name); "
+                     "commands: split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help'\n",
+                     gguf::escape(cmd).c_str());
         return 2;
     }
     return run_mount(argc, argv);

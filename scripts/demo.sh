@@ -5,15 +5,15 @@
 # Usage: scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-echo "== building gguf-mount (not the tests; ninja shows its progress)"
+scripts/install-deps.sh --build-only
+echo "== building gguf-mount (not the tests; the first build takes several minutes on a small machine)"
 GGUF_MOUNT_TARGETS=gguf-mount scripts/build.sh
 
 src=tests/fixtures/kvzoo/t7
 expected=188145f4ca7ba59da646e9e72b30db80647a047477bd8031e159b069b3f57f8f
 mnt=$(mktemp -d /tmp/gguf-mount-demo.XXXXXX)
 cleanup() {
-  if grep -qs " $mnt " /proc/mounts; then fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"; fi
+  if grep -qs " $mnt " /proc/mounts; then build/gguf-mount umount "$mnt" 2>/dev/null || build/gguf-mount umount --lazy "$mnt"; fi
   rmdir "$mnt" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -29,7 +29,8 @@ actual=$(sha256sum "$mnt/kvzoo.gguf" | cut -d' ' -f1)
 echo "$actual"
 if [ "$actual" = "$expected" ]; then
   echo "OK: the mounted kvzoo.gguf is byte-identical to llama.cpp's gguf-split --merge output"
-  echo "== fusermount3 -u $mnt (unmounting)"
+  echo "== gguf-mount umount $mnt"
+  build/gguf-mount umount "$mnt"
 else
   echo "MISMATCH: expected $expected" >&2
   exit 1

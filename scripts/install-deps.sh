@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything gguf-mount needs to build and test, from Debian's archive.
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
+#        scripts/install-deps.sh --build-only   what building gguf-mount needs (scripts/demo.sh):
+#                                               no test servers, no node/npm, no npm packages
 set -euo pipefail
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -9,10 +13,14 @@ packages=(
   libcxxopts-dev libspdlog-dev libfmt-dev
   libgtest-dev nlohmann-json3-dev libssl-dev help2man
   libcurl4-openssl-dev libxml2-dev libxxhash-dev
-  nginx-light openssl python3
-  libnginx-mod-http-js  # njs: the S3 fleet tier signs with it (docs/fleet/s3.conf; its test skips without)
-  acl  # setfacl: the POSIX ACL permission tests (skipped without it)
 )
+if [ "$build_only" -eq 0 ]; then
+  packages+=(
+    nginx-light openssl python3
+    libnginx-mod-http-js  # njs: the S3 fleet tier signs with it (docs/fleet/s3.conf; its test skips without)
+    acl  # setfacl: the POSIX ACL permission tests (skipped without it)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,14 +28,14 @@ for p in "${packages[@]}"; do
 done
 # The real-client tests (tests/clients, ctest label "clients") need node >= 20 and npm. Keep a
 # node that is already there (e.g. from NodeSource, which bundles npm); otherwise take Debian's.
-if ! command -v node >/dev/null 2>&1; then
+if [ "$build_only" -eq 0 ] && ! command -v node >/dev/null 2>&1; then
   missing+=(nodejs)
 fi
-if ! command -v npm >/dev/null 2>&1; then
+if [ "$build_only" -eq 0 ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all Debian build and test dependencies are present"
+  echo "install-deps: all Debian dependencies are present"
 else
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -35,6 +43,8 @@ else
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+[ "$build_only" -eq 0 ] || exit 0
 
 # The S3 test server (tests/remote/s3: s3rver behind a proxy that verifies Signature V4 with
 # AWS's own signer), pinned by its package-lock.json. The remote tests skip S3 cases without it.

@@ -46,6 +46,19 @@ TEST(CliMessages, MistypedCommandIsUnknownAndTheClosestIsSuggested) {
     EXPECT_EQ(r.err, "gguf-mount: error: SOURCE no-such-models: No such file or directory; nothing mounted\n");
 }
 
+TEST(CliMessages, OneUnknownWordAloneIsAnUnknownCommandNotAMissingMountpoint) {
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "frobnicate"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "gguf-mount: unknown command 'frobnicate' (and no file or directory of that name); commands: "
+                     "split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help'\n");
+    // A path or a URL alone still lacks its MOUNTPOINT.
+    for (std::string source : {std::string("./frobnicate"), std::string("https://example.invalid/m/")}) {
+        r = gguf_test::run({gguf_test::gguf_mount_binary(), source});
+        EXPECT_EQ(r.exit_code, 2) << source;
+        EXPECT_NE(r.err.find("SOURCE and MOUNTPOINT are required"), std::string::npos) << source << ": " << r.err;
+    }
+}
+
 TEST(CliMessages, SecondShardAsMountSourceIsOneLineNamingTheFirstShard) {
     KvzooDirs d;
     const std::string second = real(d.src.path()) + "/" + kvzoo_shard(2);
