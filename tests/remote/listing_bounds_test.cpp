@@ -146,6 +146,11 @@ TEST_F(ListingBounds, ANameOverNameMaxAndAHugeSizeAreProblemsAndTheRestIsServed)
 // from a fresh run of this test binary: after other tests the heap holds freed memory that the
 // page would fit in without growing the address space.
 TEST_F(ListingBounds, AnIndexPageTooBigForMemoryIsOneLineNamingTheUrlWithEnomem) {
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer's allocator and shadow memory do not fail an allocation at an RLIMIT_AS
+    // bound of a few MiB: the bounded child hangs instead of seeing ENOMEM.
+    GTEST_SKIP() << "an RLIMIT_AS bound of 6 MiB does not hold under AddressSanitizer";
+#endif
     static const char* const kFresh = "GGUF_TEST_FRESH_PROCESS";
     if (std::getenv(kFresh) == nullptr) {
         ::setenv(kFresh, "1", 1);
