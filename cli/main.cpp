@@ -126,10 +126,10 @@ int run(int argc, char** argv) {
                      cmd.c_str(), guess.c_str());
         return 2;
     }
-    // One word alone that names no file and is no path or URL: a command nobody has, not a
-    // SOURCE without its MOUNTPOINT.
+    // One word alone that names no file and is no option, path or URL: a command nobody has, not
+    // a SOURCE without its MOUNTPOINT.
     struct stat st {};
-    if (argc == 2 && cmd.find('/') == std::string::npos && cmd.find(':') == std::string::npos &&
+    if (argc == 2 && cmd[0] != '-' && cmd.find('/') == std::string::npos && cmd.find(':') == std::string::npos &&
         ::stat(cmd.c_str(), &st) != 0) {
         std::fprintf(stderr,
                      "gguf-mount: unknown command '%s' (and no file or directory of that name); "

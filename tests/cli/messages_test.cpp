@@ -52,7 +52,7 @@ TEST(CliMessages, OneUnknownWordAloneIsAnUnknownCommandNotAMissingMountpoint) {
     EXPECT_EQ(r.err, "gguf-mount: unknown command 'frobnicate' (and no file or directory of that name); commands: "
                      "split, merge, check, prefetch, cache, mount, umount; see 'gguf-mount --help'\n");
     // A path or a URL alone still lacks its MOUNTPOINT.
-    for (std::string source : {std::string("./frobnicate"), std::string("https://example.invalid/m/")}) {
+    for (std::string source : {std::string("./frobnicate"), std::string("https://example.invalid/m/"), std::string("-f")}) {
         r = gguf_test::run({gguf_test::gguf_mount_binary(), source});
         EXPECT_EQ(r.exit_code, 2) << source;
         EXPECT_NE(r.err.find("SOURCE and MOUNTPOINT are required"), std::string::npos) << source << ": " << r.err;
