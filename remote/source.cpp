@@ -3,13 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <future>
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
+#include "common/threads.hpp"
 #include "gguf/error.hpp"
 #include "remote/url_parts.hpp"
 
@@ -147,25 +147,20 @@ ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexce
 
 std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,
                                            const std::vector<std::string>& urls) {
+    std::vector<Opened> opened(urls.size());
+    // Each thread takes the next URL when done with one (a slow answer holds up one thread, not
+    // a batch).
+    gguf::for_each_parallel(urls.size(), kParallelOpens, [&](size_t i) {
+        Opened& o = opened[i];
+        try {
+            o.source = RemoteSource::open(context, urls[i]);
+        } catch (const gguf::Error& e) {
+            o.error = e.what();
+            o.sys_errno = e.sys_errno();
+        }
+    });
     std::map<std::string, Opened> out;
-    for (size_t i = 0; i < urls.size(); i += kParallelOpens) {
-        std::vector<std::pair<std::string, std::future<std::shared_ptr<RemoteSource>>>> batch;
-        for (size_t k = i; k < i + kParallelOpens && k < urls.size(); ++k) {
-            batch.emplace_back(urls[k], std::async(std::launch::async, [&context, u = urls[k]] {
-                                   return RemoteSource::open(context, u);
-                               }));
-        }
-        for (auto& [u, f] : batch) {
-            Opened o;
-            try {
-                o.source = f.get();
-            } catch (const gguf::Error& e) {
-                o.error = e.what();
-                o.sys_errno = e.sys_errno();
-            }
-            out[u] = std::move(o);
-        }
-    }
+    for (size_t i = 0; i < urls.size(); ++i) out[urls[i]] = std::move(opened[i]);
     return out;
 }
 

@@ -2,7 +2,8 @@
 //
 // Layout under DIR (mode 0700: a private repository's bytes land here):
 //   DIR/v1/lock                      flock(LOCK_EX) while evicting
-//   DIR/v1/meta/<sha256(url)>        "size\nvalidator\nmtime\n" of the last version seen of a URL
+//   DIR/v1/meta/<sha256(url)>        "size\nvalidator\nmtime\n" of the last version seen of a URL,
+//                                    sealed (cache_files::seal_record: written without fdatasync)
 //   DIR/v1/listings/<sha256(url)>    the last good listing of a directory URL (nginx JSON autoindex
 //                                    form), for --offline directory mounts
 //   DIR/v1/objects/<key>/<block>     block `block` (decimal) of the object: its bytes, then a
@@ -64,6 +65,11 @@ namespace gguf_mount::remote {
 class BlockCache {
 public:
     static constexpr uint64_t kBlockSize = uint64_t{4} << 20;
+    /// Blocks shorter than this are staged through the page cache even when `direct` is asked
+    /// (stage()): O_DIRECT keeps 4 MiB blocks from crowding the page cache, but makes each
+    /// write wait for the device, which for the one short block of each of 1,200 small shards
+    /// (the header block a mount reads at once) was a large part of a cold mount.
+    static constexpr size_t kDirectMin = size_t{1} << 20;
     /// The default bound (default_max_bytes): this share of the file system, in percent ...
     static constexpr uint64_t kDefaultMaxPercent = 25;
     /// ... and never more than this (100G, in the units of --cache-max-size: 10^9 bytes).
@@ -160,9 +166,9 @@ public:
     /// First half of a store: writes the `len` bytes of block `block` of object `key` to a new
     /// temporary file (name starting with ".tmp.") in the object's directory, with its
     /// checksum record, without fdatasync: the block is not present yet. With `direct`, whole
-    /// pages of a page-aligned `data` bypass the page cache (O_DIRECT, where the file system
-    /// allows it; read_staged then reads from disk); without, the bytes go through the page
-    /// cache. `*tmp` receives the temporary's name ("KEY/.tmp.PID.N"). Returns 0 or -errno (the
+    /// pages of a page-aligned `data` of at least kDirectMin bytes bypass the page cache
+    /// (O_DIRECT, where the file system allows it; read_staged then reads from disk); else the
+    /// bytes go through the page cache. `*tmp` receives the temporary's name ("KEY/.tmp.PID.N"). Returns 0 or -errno (the
     /// temporary is removed on failure; -EPERM when the object directory is not trusted, logged
     /// once). Never throws.
     int stage(const std::string& key, uint64_t block, const char* data, size_t len, std::string* tmp,
@@ -190,7 +196,8 @@ public:
 
     /// The last recorded version of `url` (without credentials or query), for --offline and for remounts.
     std::optional<ObjectInfo> load_meta(const std::string& url) const;
-    /// Records the version of `url` atomically (temporary + rename). Errors are ignored.
+    /// Records the version of `url` atomically (temporary + rename, sealed, not synced: a record
+    /// a power loss cut is not loaded, load_meta()). Errors are ignored.
     void save_meta(const std::string& url, const ObjectInfo& info) const noexcept;
 
     /// A small text record about a listing (a directory's last good index, a pinned Hub tree),

@@ -35,25 +35,22 @@ struct SourceDir {
 /// source directory.
 std::vector<SourceDir> read_sources(const cache_inventory::Dirs& d, bool hold) {
     std::vector<SourceDir> out;
-    std::map<std::string, std::set<std::string>> ids;  // source id -> its tags
+    std::set<std::string> ids;
     cache_inventory::for_each_block_file(
         d.sources, d.path + "/sources",
         [](const char*, const std::string& why) { throw std::runtime_error(why); },
-        [&](const Dir&, const char* id, const char* name, const struct stat&) {
-            auto& tags = ids[id];
-            if (std::strlen(name) > 2 && name[1] == '.') tags.insert(name);
-        });
+        [&](const Dir&, const char* id, const char*, const struct stat&) { ids.insert(id); });
     // A source directory with no file at all (a claim cut short) is not seen, and stays empty.
-    for (auto& [id, tags] : ids) {
+    for (const std::string& id : ids) {
         SourceDir s;
         s.id = id;
-        s.tags = std::move(tags);
         std::string why;
         s.dir = cache_files::open_sub(d.sources, id, d.path + "/sources/" + id, false, &why);
         if (!s.dir) {
             if (!why.empty()) throw std::runtime_error(why);
             continue;
         }
+        s.tags = cache_inventory::read_tags(s.dir);
         s.name = cache_files::read_file(s.dir, "name").value_or("");
         s.lock_fd = ::openat(s.dir.fd(), "lock", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st {};
@@ -211,15 +208,15 @@ TrimOutcome CacheAdmin::trim(uint64_t max_bytes) {
         }
         for (SourceDir& s : sources) {
             if (s.in_use || s.lock_fd < 0) continue;
-            size_t left = 0;
+            std::set<std::string> left;
             for (const std::string& t : s.tags) {
-                if (present.count(t)) {
-                    ++left;
-                } else {
-                    ::unlinkat(s.dir.fd(), t.c_str(), 0);
-                }
+                if (present.count(t)) left.insert(t);
             }
-            if (left == 0) {  // nothing of it is cached: its record goes (a claim waiting on it retries)
+            if (!left.empty()) {
+                cache_inventory::write_tags(s.dir, left);  // also turns an older cache's tag files into lines
+            } else {  // nothing of it is cached: its record goes (a claim waiting on it retries)
+                cache_inventory::write_tags(s.dir, {});
+                ::unlinkat(s.dir.fd(), cache_inventory::kTags, 0);
                 ::unlinkat(s.dir.fd(), "name", 0);
                 ::unlinkat(s.dir.fd(), "lock", 0);
                 ::unlinkat(d_.sources.fd(), s.id.c_str(), AT_REMOVEDIR);

@@ -240,17 +240,54 @@ int publish(const Dir& dir, const std::string& tmp, const std::string& final_nam
     return rc;
 }
 
-int write_durably(const Dir& dir, const std::string& final_name, const std::string& data) noexcept {
+namespace {
+
+/// `data` to a new temporary of `dir`, then renamed to `final_name` (after fdatasync when
+/// `sync`). 0 or -errno; the temporary is removed on failure.
+int write_via_temporary(const Dir& dir, const std::string& final_name, const std::string& data, bool sync) noexcept {
     std::string tmp;
     int fd = create_temporary(dir, &tmp, false);
     if (fd < 0) return fd;
     int rc = write_file(fd, data.data(), data.size());
     ::close(fd);
-    if (rc != 0) {
-        ::unlinkat(dir.fd(), tmp.c_str(), 0);
-        return rc;
-    }
-    return publish(dir, tmp, final_name);
+    if (rc == 0 && sync) return publish(dir, tmp, final_name);
+    if (rc == 0 && ::renameat(dir.fd(), tmp.c_str(), dir.fd(), final_name.c_str()) != 0) rc = -errno;
+    if (rc != 0) ::unlinkat(dir.fd(), tmp.c_str(), 0);
+    return rc;
+}
+
+}  // namespace
+
+int write_durably(const Dir& dir, const std::string& final_name, const std::string& data) noexcept {
+    return write_via_temporary(dir, final_name, data, true);
+}
+
+int write_replacing(const Dir& dir, const std::string& final_name, const std::string& data) noexcept {
+    return write_via_temporary(dir, final_name, data, false);
+}
+
+namespace {
+
+/// "x:" + the 16 lower-case hex digits of XXH3-64 of `text` + "\n".
+std::string seal_of(const char* text, size_t len) {
+    char line[24];
+    std::snprintf(line, sizeof line, "x:%016llx\n", static_cast<unsigned long long>(XXH3_64bits(text, len)));
+    return line;
+}
+
+constexpr size_t kSealSize = 19;  // "x:" + 16 hex digits + "\n"
+
+}  // namespace
+
+std::string seal_record(const std::string& text) {
+    return text + seal_of(text.data(), text.size());
+}
+
+std::optional<std::string> unseal_record(const std::string& record) {
+    if (record.size() < kSealSize) return std::nullopt;
+    const size_t body = record.size() - kSealSize;
+    if (record.compare(body, kSealSize, seal_of(record.data(), body)) != 0) return std::nullopt;
+    return record.substr(0, body);
 }
 
 std::optional<std::string> read_file(const Dir& dir, const std::string& name) {

@@ -87,6 +87,19 @@ int publish(const Dir& dir, const std::string& tmp, const std::string& final_nam
 /// Writes `data` to `final_name` in `dir` durably: temporary, fdatasync, renameat. 0 or -errno.
 int write_durably(const Dir& dir, const std::string& final_name, const std::string& data) noexcept;
 
+/// Writes `data` to `final_name` in `dir` atomically but not durably: temporary, renameat, no
+/// fdatasync. After a kill -9 the old or the new file is there, whole; after a power loss or a
+/// kernel crash the new one may be empty or cut short, so only for records whose reader
+/// detects that (a sealed record, seal_record()). 0 or -errno.
+int write_replacing(const Dir& dir, const std::string& final_name, const std::string& data) noexcept;
+
+/// `text` followed by its seal: a line "x:" + 16 hex digits of XXH3-64 of `text` + "\n".
+/// Throws only std::bad_alloc.
+std::string seal_record(const std::string& text);
+/// The text of a sealed record (seal_record()'s input) when `record` ends with its seal and the
+/// seal matches; nullopt otherwise (cut short, zeroed, or changed). Throws only std::bad_alloc.
+std::optional<std::string> unseal_record(const std::string& record);
+
 /// The bytes of the regular file `name` in `dir` (opened O_NOFOLLOW), or nullopt when it is
 /// absent, not a regular file, or unreadable.
 std::optional<std::string> read_file(const Dir& dir, const std::string& name);

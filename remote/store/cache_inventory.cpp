@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace gguf_mount::remote::cache_inventory {
@@ -178,6 +179,46 @@ bool once_dir_is_free(const Dir& od) {
     return free;
 }
 
+bool is_tag(const std::string& name) noexcept {
+    if (name.size() < 3 || name.size() > 202 || name[1] != '.') return false;
+    if (name[0] != 'o' && name[0] != 'l' && name[0] != 'm') return false;
+    for (size_t i = 2; i < name.size(); ++i) {
+        const char c = name[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+std::set<std::string> read_tags(const Dir& dir) {
+    std::set<std::string> out;
+    if (std::optional<std::string> text = cache_files::read_file(dir, kTags)) {
+        size_t from = 0;
+        for (size_t nl; (nl = text->find('\n', from)) != std::string::npos; from = nl + 1) {
+            std::string line = text->substr(from, nl - from);
+            if (is_tag(line)) out.insert(std::move(line));
+        }
+    }
+    for_each_entry(dir, [&](const char* name, const struct stat& st) {
+        if (S_ISREG(st.st_mode) && is_tag(name)) out.insert(name);
+    });
+    return out;
+}
+
+void write_tags(const Dir& dir, const std::set<std::string>& tags) noexcept {
+    try {
+        std::string text;
+        for (const std::string& t : tags) text += t + "\n";
+        if (cache_files::write_durably(dir, kTags, text) != 0) return;  // the old file stays whole
+        std::vector<std::string> old;
+        for_each_entry(dir, [&](const char* name, const struct stat& st) {
+            if (S_ISREG(st.st_mode) && is_tag(name)) old.push_back(name);
+        });
+        for (const std::string& n : old) ::unlinkat(dir.fd(), n.c_str(), 0);
+    } catch (...) {
+    }
+}
+
 SourceClaim::SourceClaim(const Dirs& d, const std::string& name) {
     if (!d.sources) return;
     const std::string id = cache_files::sha256_hex(name);
@@ -203,21 +244,29 @@ SourceClaim::SourceClaim(const Dirs& d, const std::string& name) {
     ::futimens(lock_fd_, nullptr);  // the source's last use: now
     const std::optional<std::string> known = cache_files::read_file(dir_, "name");
     if (!known || *known != name) cache_files::write_durably(dir_, "name", name);
+    tagged_ = read_tags(dir_);  // an earlier claim's tags are not appended again
+    tags_fd_ = ::openat(dir_.fd(), kTags, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st {};
+    if (tags_fd_ >= 0 && (::fstat(tags_fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())) {
+        ::close(tags_fd_);
+        tags_fd_ = -1;
+    }
 }
 
 SourceClaim::~SourceClaim() {
+    if (tags_fd_ >= 0) ::close(tags_fd_);
     if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 void SourceClaim::tag(const std::string& tag) noexcept {
     if (!dir_) return;
     try {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (!tagged_.insert(tag).second) return;
-        }
-        int fd = ::openat(dir_.fd(), tag.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) ::close(fd);
+        if (tags_fd_ < 0 || !is_tag(tag)) return;
+        const std::string line = tag + "\n";
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!tagged_.insert(tag).second) return;
+        // One write of a short line with O_APPEND: whole, after every other line.
+        if (::write(tags_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) tagged_.erase(tag);
     } catch (...) {
     }
 }

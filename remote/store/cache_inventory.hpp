@@ -9,9 +9,14 @@
 //   lock       flock(LOCK_SH) by every process reading the source for as long as it does (a mount
 //              for its life, prefetch, check, merge); the cache command takes LOCK_EX | LOCK_NB:
 //              a source it cannot lock is in use, and nothing recorded for it is removed
-//   o.<key>    empty: object <key> (objects/<key>/) was read for this source
-//   l.<hash>   empty: listing record listings/<hash> was written or read for it
-//   m.<hash>   empty: meta record meta/<hash> was written or read for it
+//   tags       one line per tag, appended (O_APPEND) the first time a claim uses what it names:
+//                o.<key>    object <key> (objects/<key>/) was read for this source
+//                l.<hash>   listing record listings/<hash> was written or read for it
+//                m.<hash>   meta record meta/<hash> was written or read for it
+//              One file, not one per tag: a cold mount of a 1,200-shard set would otherwise
+//              create 2,400 inodes here, and ext4's inode allocator made that most of the
+//              mount's time after a `cache clear` (many recently deleted inodes to skip).
+//              Caches written before hold one empty file per tag, named as the tag: read too.
 // Every file is opened relative to verified directories without following links (cache_files).
 #pragma once
 
@@ -87,6 +92,22 @@ void for_each_block_file(const cache_files::Dir& objects, const std::string& pat
 /// nothing else is left in it). Never throws.
 void remove_object_dir(const cache_files::Dir& objects, const std::string& key) noexcept;
 
+constexpr const char* kTags = "tags";  ///< a source directory's file of tags, one per line
+
+/// True when `name` has the form of a tag ("o.", "l." or "m." and 1 to 200 letters, digits,
+/// '-' or '.'): a line of a tags file, or a file of a cache written before it. Never throws.
+bool is_tag(const std::string& name) noexcept;
+
+/// The tags of the source directory `dir`: the lines of its tags file that are tags (a line
+/// cut short by a crash is not one) and its older one-file-per-tag names. Throws only
+/// std::bad_alloc.
+std::set<std::string> read_tags(const cache_files::Dir& dir);
+
+/// Makes `tags` the tags of the source directory `dir`: its tags file rewritten (temporary and
+/// rename) and the older one-file-per-tag files removed. Only for a source no process holds
+/// (the caller holds its lock LOCK_EX). Never throws.
+void write_tags(const cache_files::Dir& dir, const std::set<std::string>& tags) noexcept;
+
 /// True when no process holds the .owner lock of the once- directory `od` (or it has none and
 /// is older than an hour: its maker died before taking it).
 bool once_dir_is_free(const cache_files::Dir& od);
@@ -112,6 +133,7 @@ public:
 private:
     cache_files::Dir dir_;
     int lock_fd_ = -1;
+    int tags_fd_ = -1;  // the tags file, O_APPEND
     std::mutex mutex_;
     std::set<std::string> tagged_;
 };

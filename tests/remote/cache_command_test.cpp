@@ -27,6 +27,7 @@
 #include "mount/mount_fixture.hpp"
 #include "remote/nginx_mount_fixture.hpp"
 #include "remote/store/cache.hpp"
+#include "remote/store/cache_inventory.hpp"
 #include "support/support.hpp"
 
 namespace {
@@ -321,6 +322,149 @@ TEST_F(CacheCommand, TheDefaultBoundAppliesWhenNoneIsGiven) {
     // --cache-max-size 0: no bound.
     r = gm({"prefetch", "-q", "--cache-dir", small + "/c", "--cache-max-size", "0", url("a")});
     EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+/// The files of the one source directory of `cache` (name -> content); fails when there is not
+/// exactly one.
+std::map<std::string, std::string> source_files(const std::string& cache) {
+    std::map<std::string, std::string> out;
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(cache + "/v1/sources")) dirs.push_back(e.path());
+    EXPECT_EQ(dirs.size(), 1u);
+    if (dirs.size() != 1) return out;
+    for (const auto& e : std::filesystem::directory_iterator(dirs[0]))
+        out[e.path().filename().string()] = gguf_test::read_file(e.path());
+    return out;
+}
+
+TEST_F(CacheCommand, AColdMountWritesOneObjectDirectoryOneBlockFileAndOneMetaRecordPerFileAndNoTagFiles) {
+    // Every inode a cold mount creates costs (ext4's allocator, a journal entry); the tags of a
+    // source are lines of one file, not one empty file each (1,200 shards made 2,400 of them).
+    ASSERT_NO_FATAL_FAILURE(mount_and_check("a"));
+    size_t dirs = 0, blocks = 0, metas = 0, others = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_ + "/v1")) {
+        const std::string rel = e.path().string().substr(cache_.size() + 4);
+        if (rel.rfind("objects/", 0) == 0) {
+            (e.is_directory() ? dirs : blocks) += 1;
+        } else if (rel.rfind("meta/", 0) == 0) {
+            ++metas;
+        } else if (rel.rfind("sources/", 0) != 0 && rel != "lock" && e.is_regular_file()) {
+            ++others;
+        }
+    }
+    EXPECT_EQ(dirs, 3u);
+    EXPECT_EQ(blocks, 6u);  // two 4 MiB blocks per shard, no temporary left
+    EXPECT_EQ(metas, 3u);
+    EXPECT_EQ(others, 0u);
+    const auto files = source_files(cache_);
+    ASSERT_EQ(files.size(), 3u) << "name, lock and tags only";
+    ASSERT_TRUE(files.count("tags"));
+    const std::string& tags = files.at("tags");
+    EXPECT_EQ(std::count(tags.begin(), tags.end(), '\n'), 6) << tags;  // 3 objects, 3 meta records
+    // A remount appends nothing it already tagged.
+    ASSERT_NO_FATAL_FAILURE(mount_and_check("a"));
+    EXPECT_EQ(source_files(cache_).at("tags"), tags);
+    // `cache list` reads them: the source's 3 objects and every byte.
+    const nlohmann::json j = list();
+    ASSERT_EQ(j["sources"].size(), 1u) << j.dump();
+    EXPECT_EQ(j["sources"][0]["objects"], 3);
+    EXPECT_EQ(j["sources"][0]["bytes"], j["total"]["bytes"]);
+}
+
+TEST_F(CacheCommand, ACacheWithOneFilePerTagFromAnEarlierVersionIsListedAndTrimmedTheSame) {
+    ASSERT_NO_FATAL_FAILURE(prefetch("a"));
+    ASSERT_NO_FATAL_FAILURE(prefetch("b"));
+    const nlohmann::json before = list();
+    // Rewrite every source's tags the way an earlier version kept them: an empty file per tag.
+    for (const auto& d : std::filesystem::directory_iterator(cache_ + "/v1/sources")) {
+        const std::string tags = gguf_test::read_file(d.path() / "tags");
+        ASSERT_FALSE(tags.empty());
+        size_t from = 0;
+        for (size_t nl; (nl = tags.find('\n', from)) != std::string::npos; from = nl + 1)
+            gguf_test::write_file(d.path() / tags.substr(from, nl - from), "");
+        std::filesystem::remove(d.path() / "tags");
+    }
+    EXPECT_EQ(list()["sources"], before["sources"]);
+    // An hour later b is read again: a is the least recently used, and a trim to b's size removes it.
+    ASSERT_NO_FATAL_FAILURE(age_files(cache_, 7200));
+    ASSERT_NO_FATAL_FAILURE(mount_and_check("b", {"--offline"}));
+    uint64_t b_bytes = 0;
+    const nlohmann::json listed = list();
+    for (const auto& s : listed["sources"])
+        if (s["source"] == url("b")) b_bytes = s["bytes"].get<uint64_t>();
+    ASSERT_GT(b_bytes, model_bytes_["b"]);
+    auto r = gm({"cache", "trim", "--max-size", std::to_string(b_bytes / 1000000 + 1) + "M", "--cache-dir", cache_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(listed_sources(), (std::set<std::string>{url("b")}));
+    // What is left keeps its tags in the new form only (the remount wrote none: all known).
+    const auto files = source_files(cache_);
+    EXPECT_EQ(files.size(), 3u) << "name, lock and tags only";
+    ASSERT_TRUE(files.count("tags"));
+    EXPECT_EQ(std::count(files.at("tags").begin(), files.at("tags").end(), '\n'), 6) << files.at("tags");
+    nginx_->stop();
+    ASSERT_NO_FATAL_FAILURE(mount_and_check("b", {"--offline"}));
+}
+
+TEST(CacheTags, ALineCutShortOrNotATagIsNotOne) {
+    gguf_test::TempDir tmp;
+    gguf_mount::remote::BlockCache cache(tmp / "c", 0);  // creates v1/sources/
+    cache.claim_source("http://h/m-00001-of-00002.gguf");
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(tmp / "c/v1/sources")) dirs.push_back(e.path());
+    ASSERT_EQ(dirs.size(), 1u);
+    cache.use_object(std::string(64, 'a'));
+    cache.use_object(std::string(64, 'a'));
+    cache.use_object("once-" + std::string(32, 'b'));
+    EXPECT_EQ(gguf_test::read_file(dirs[0] / "tags"),
+              "o." + std::string(64, 'a') + "\no.once-" + std::string(32, 'b') + "\n");
+    gguf_mount::remote::cache_files::Dir d(::open(dirs[0].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(d);
+    gguf_test::write_file(dirs[0] / "tags", "o.abc\nnot a tag\nx.abc\no../../etc\nl.0123\nm.cut-short");
+    EXPECT_EQ(gguf_mount::remote::cache_inventory::read_tags(d), (std::set<std::string>{"o.abc", "l.0123"}));
+}
+
+TEST(BlockCacheRecords, MetaRecordsAreSealedAndOneCutShortOrZeroedIsNotLoaded) {
+    // Meta records are written without fdatasync: after a power loss one may be empty, cut or
+    // zeroed; such a record is absent (the file is asked for again), never a wrong size.
+    gguf_test::TempDir tmp;
+    gguf_mount::remote::BlockCache cache(tmp / "c", 0);
+    gguf_mount::remote::ObjectInfo info;
+    info.size = 123456789;
+    info.validator = "\"etag-1\"";
+    info.mtime = 1700000000;
+    cache.save_meta("http://h/m.gguf", info);
+    auto loaded = cache.load_meta("http://h/m.gguf");
+    ASSERT_TRUE(loaded);
+    EXPECT_EQ(loaded->size, info.size);
+    EXPECT_EQ(loaded->validator, info.validator);
+    EXPECT_EQ(loaded->mtime, info.mtime);
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(tmp / "c/v1/meta")) files.push_back(e.path());
+    ASSERT_EQ(files.size(), 1u);
+    const std::string whole = gguf_test::read_file(files[0]);
+    const std::string lines = "123456789\n\"etag-1\"\n1700000000\n";
+    ASSERT_EQ(whole.substr(0, lines.size()), lines);
+    for (size_t cut = 0; cut < whole.size(); ++cut) {
+        gguf_test::write_file(files[0], whole.substr(0, cut));
+        // Cut right after the three lines, the record says all it says, whole.
+        if (cut == lines.size()) {
+            EXPECT_TRUE(cache.load_meta("http://h/m.gguf")) << cut;
+        } else {
+            EXPECT_FALSE(cache.load_meta("http://h/m.gguf")) << "cut at " << cut;
+        }
+    }
+    gguf_test::write_file(files[0], std::string(whole.size(), '\0'));
+    EXPECT_FALSE(cache.load_meta("http://h/m.gguf"));
+    std::string changed = whole;
+    changed[0] = '9';  // another size, seal unchanged
+    gguf_test::write_file(files[0], changed);
+    EXPECT_FALSE(cache.load_meta("http://h/m.gguf"));
+    // A record of an earlier version (three lines, no seal) is read as before.
+    gguf_test::write_file(files[0], "42\n\"old\"\n5\n");
+    loaded = cache.load_meta("http://h/m.gguf");
+    ASSERT_TRUE(loaded);
+    EXPECT_EQ(loaded->size, 42u);
+    EXPECT_EQ(loaded->validator, "\"old\"");
 }
 
 TEST(BlockCacheRecords, ListingRecordsAreCountedByTheBoundAndEvictedLeastRecentlyUsedFirst) {
