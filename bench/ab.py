@@ -38,7 +38,8 @@ SKIP = {"env", "load", "load_end", "load_start", "load_samples_1min", "notes", "
 
 def flatten(node, path, out):
     """Numeric leaves of a results JSON as {path: value}. Lists of objects are keyed by their
-    string fields (a row's pattern, state, set...), so both builds' rows pair up by name."""
+    string fields (a row's pattern, state, set...), so both builds' rows pair up by name; a list
+    of numbers is its median."""
     if isinstance(node, bool):
         return
     if isinstance(node, (int, float)):
@@ -47,6 +48,9 @@ def flatten(node, path, out):
         for k, v in node.items():
             if k not in SKIP:
                 flatten(v, path + "/" + str(k) if path else str(k), out)
+    elif isinstance(node, list) and node and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 for x in node):
+        out[path] = float(statistics.median(node))  # a row's own repetitions (ms of each mount)
     elif isinstance(node, list) and node and all(isinstance(x, dict) for x in node):
         for i, x in enumerate(node):
             label = " ".join(str(v) for k, v in sorted(x.items()) if isinstance(v, str)) or str(i)
@@ -54,14 +58,14 @@ def flatten(node, path, out):
 
 
 def medians(files):
-    """Median per leaf over the JSON files of one build."""
+    """(median, min, max) per leaf over the JSON files of one build."""
     per = {}
     for f in files:
         flat = {}
         flatten(json.load(open(f)), "", flat)
         for k, v in flat.items():
             per.setdefault(k, []).append(v)
-    return {k: statistics.median(v) for k, v in per.items()}
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in per.items()}
 
 
 def run(cmd):
@@ -82,11 +86,16 @@ def link_build(dirname, gm, helpers):
 
 
 def table(title, before, after):
-    lines = ["## " + title, "", "| figure | before | after | after / before |", "|---|---|---|---|"]
+    """Rows of every figure both builds have: median (min-max) of each, the ratio of the
+    medians, and whether the two ranges overlap (no: the difference is larger than the run's
+    own spread, in one direction or the other; which is better depends on the figure)."""
+    lines = ["## " + title, "", "| figure | before | after | after / before | ranges overlap |",
+             "|---|---|---|---|---|"]
     for k in sorted(set(before) & set(after)):
-        b, a = before[k], after[k]
+        (b, b0, b1), (a, a0, a1) = before[k], after[k]
         ratio = "%.2f" % (a / b) if b else "–"
-        lines.append("| %s | %.4g | %.4g | %s |" % (k, b, a, ratio))
+        overlap = "yes" if a0 <= b1 and b0 <= a1 else "**no**"
+        lines.append("| %s | %.4g (%.4g–%.4g) | %.4g (%.4g–%.4g) | %s | %s |" % (k, b, b0, b1, a, a0, a1, ratio, overlap))
     return lines + [""]
 
 
@@ -99,6 +108,8 @@ def main():
     ap.add_argument("--data", default=os.path.join(REPO, "bench", "data"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
     ap.add_argument("--name", default="ab-" + datetime.date.today().isoformat())
+    ap.add_argument("--render", action="store_true",
+                    help="only pair again the per-run results a run left in DATA/ab/results")
     a = ap.parse_args()
     helpers = os.path.join(REPO, "build-bench")
     work = os.path.join(a.data, "ab")
@@ -114,6 +125,12 @@ def main():
                  os.path.realpath(a.before), os.path.realpath(a.after), a.runs, t0.isoformat(timespec="seconds")),
              ""]
     result = {}
+    if a.render:
+        parts = [p for p in parts if p != "matrix"] + (["matrix-render"] if "matrix" in parts else [])
+    if "matrix-render" in parts:
+        lines += ["## Read matrix", "", "The `before` column of `%s-matrix.md` (copied here):" % a.name, ""]
+        md = open(os.path.join(raw, a.name + "-matrix.md")).read().splitlines()
+        lines += [l for l in md if l.startswith("|")][:40] + [""]
     if "matrix" in parts:
         run(bench + ["--sections", "matrix", "--build", builds["after"], "--runs", str(a.runs), "--no-ptll",
                      "--variant", "before|%s||" % os.path.abspath(a.before), "--name", a.name + "-matrix"])
@@ -124,6 +141,12 @@ def main():
     for i in range(a.runs):
         order = ("before", "after") if i % 2 == 0 else ("after", "before")
         for which in order:
+            if a.render:
+                for part in ("local", "remote"):
+                    f = os.path.join(raw, "%s-%s-%s-%d.json" % (a.name, part, which, i))
+                    if part in parts and os.path.exists(f):
+                        files[part][which].append(f)
+                continue
             if "local" in parts:
                 name = "%s-local-%s-%d" % (a.name, which, i)
                 run(bench + ["--sections", "startup,offline", "--build", builds[which], "--runs", "1", "--no-ptll",
@@ -142,8 +165,9 @@ def main():
         b, af = medians(files[part]["before"]), medians(files[part]["after"])
         result[part] = {"before": b, "after": af}
         lines += table(title, b, af)
-    lines.append("Wall time %d s. Load average at the end: %s." % (
-        (datetime.datetime.now() - t0).total_seconds(), " ".join("%.2f" % x for x in os.getloadavg())))
+    if not a.render:
+        lines.append("Wall time %d s. Load average at the end: %s." % (
+            (datetime.datetime.now() - t0).total_seconds(), " ".join("%.2f" % x for x in os.getloadavg())))
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, a.name + ".json"), "w") as f:
         json.dump(result, f, indent=1)

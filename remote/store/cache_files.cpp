@@ -4,6 +4,12 @@
 #include <unistd.h>
 #include <openssl/evp.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+// XXH3 through libxxhash's run-time dispatch (the AVX2 / AVX-512 code where the CPU has it;
+// the same hash): the checksum of every cached block is computed when it is first served, and
+// the generic SSE2 code was about 8 % of a cached remount's CPU (bench/README.md).
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
