@@ -124,11 +124,14 @@ private:
     RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info, bool size_only);
 
     /// The verify_sha256 step after a read of [offset, offset + n) into `data` succeeded:
-    /// hashes what is new; returns n, or -EIO when the digest was found to differ.
+    /// hashes what is new; returns n, -EIO when the digest was found to differ (or a read that
+    /// settles the check cannot go on), or -EWOULDBLOCK (such a read on a gguf::NoNetworkWaitScope
+    /// thread that would wait for another one's hashing or for the network).
     ssize_t hash_read(const void* data, uint64_t offset, size_t n) const noexcept;
-    /// Reads and hashes bytes [digest_->hashed, end); under digest_->mutex. False (with the
-    /// reason in digest_->error when `fail`) when a read fails.
-    bool hash_gap(uint64_t end) const noexcept;
+    /// Reads and hashes bytes [digest_->hashed, end); under digest_->mutex. 0, or the failing
+    /// read's -errno (-EWOULDBLOCK: the bytes need the network, on a gguf::NoNetworkWaitScope
+    /// thread).
+    int hash_gap(uint64_t end) const noexcept;
     /// Compares the digest once every byte is hashed; under digest_->mutex.
     void compare_digest() const;
 

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gguf/bytes/byte_source.hpp"
 #include "remote/source.hpp"
 
 namespace gguf_mount::remote {
@@ -57,23 +58,23 @@ void RemoteSource::compare_digest() const {
     spdlog::error("{}", d.error);
 }
 
-bool RemoteSource::hash_gap(uint64_t end) const noexcept {
+int RemoteSource::hash_gap(uint64_t end) const noexcept {
     SequentialDigest& d = *digest_;
     std::unique_ptr<char[]> buf(new (std::nothrow) char[kGapStep]);
-    if (!buf) return false;
+    if (!buf) return -ENOMEM;
     t_hashing_gap = true;
     while (d.hashed < end) {
         const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, end - d.hashed));
         const ssize_t r = pread(buf.get(), want, d.hashed);
         if (r <= 0) {
             t_hashing_gap = false;
-            return false;
+            return r < 0 ? static_cast<int>(r) : -EIO;
         }
         d.hash.update(buf.get(), static_cast<size_t>(r));
         d.hashed += static_cast<uint64_t>(r);
     }
     t_hashing_gap = false;
-    return true;
+    return 0;
 }
 
 ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) const noexcept {
@@ -81,13 +82,22 @@ ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) con
     SequentialDigest& d = *digest_;
     if (d.settled.load()) return d.failed ? -EIO : static_cast<ssize_t>(n);
     try {
-        // A mount's reader never waits for another one's hashing (which may wait on the network):
-        // its bytes are left to the gap of a later read.
+        // A read that reaches the last kSequentialTail bytes settles the check: it is never
+        // served before the digest was compared (else a reader could get a wrong last byte, and
+        // a check whose deciding reads all went unhashed would never end). Any other read is
+        // left to the gap of a later one when another thread hashes (a mount's reader never
+        // waits for another one's hashing, which may wait on the network).
+        const bool settles = !d.whole && offset + n + kSequentialTail >= size();
+        // Where the check cannot go on without the network, a FUSE worker hands the read to a
+        // thread that may wait (gguf::NoNetworkWaitScope): -EWOULDBLOCK; elsewhere -EIO.
+        auto cannot_settle = [](int rc) -> ssize_t { return rc == -EWOULDBLOCK ? -EWOULDBLOCK : -EIO; };
         std::unique_lock<std::mutex> lock(d.mutex, std::defer_lock);
         if (d.whole) {
             lock.lock();
         } else if (!lock.try_lock()) {
-            return static_cast<ssize_t>(n);
+            if (!settles) return static_cast<ssize_t>(n);
+            if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
+            lock.lock();
         }
         if (d.finished) return d.failed ? -EIO : static_cast<ssize_t>(n);
         if (offset > d.hashed) {
@@ -97,7 +107,7 @@ ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) con
                 return static_cast<ssize_t>(n);
             }
             // The bytes in between first (when that fails: at finish, or at a later read).
-            if (!hash_gap(offset)) return static_cast<ssize_t>(n);
+            if (const int rc = hash_gap(offset); rc != 0) return settles ? cannot_settle(rc) : static_cast<ssize_t>(n);
         }
         if (offset + n > d.hashed) {
             const uint64_t skip = d.hashed - offset;
@@ -105,7 +115,9 @@ ssize_t RemoteSource::hash_read(const void* data, uint64_t offset, size_t n) con
             d.hashed = offset + n;
         }
         // An in-order reader near the end: the bytes it does not read (padding) complete the check.
-        if (!d.whole && size() - d.hashed <= kSequentialTail && !hash_gap(size())) return static_cast<ssize_t>(n);
+        if (!d.whole && size() - d.hashed <= kSequentialTail) {
+            if (const int rc = hash_gap(size()); rc != 0) return settles ? cannot_settle(rc) : static_cast<ssize_t>(n);
+        }
         if (d.hashed == size()) compare_digest();
         return d.failed ? -EIO : static_cast<ssize_t>(n);
     } catch (...) {
@@ -119,7 +131,7 @@ std::string RemoteSource::finish_sha256() const noexcept {
     try {
         std::lock_guard<std::mutex> lock(d.mutex);
         if (!d.finished) {
-            if (!hash_gap(size())) {
+            if (hash_gap(size()) != 0) {
                 return name_ + ": could not read bytes " + std::to_string(d.hashed) + "-" +
                        std::to_string(size() - 1) + " to check its sha256";
             }
