@@ -209,7 +209,10 @@ void write_tags(const Dir& dir, const std::set<std::string>& tags) noexcept {
     try {
         std::string text;
         for (const std::string& t : tags) text += t + "\n";
-        if (cache_files::write_durably(dir, kTags, text) != 0) return;  // the old file stays whole
+        // Rewritten (and synced) only when it changes: a trim visits every source not in use.
+        if (cache_files::read_file(dir, kTags) != std::optional<std::string>(text) &&
+            cache_files::write_durably(dir, kTags, text) != 0)
+            return;  // the old file stays whole
         std::vector<std::string> old;
         for_each_entry(dir, [&](const char* name, const struct stat& st) {
             if (S_ISREG(st.st_mode) && is_tag(name)) old.push_back(name);
