@@ -40,7 +40,8 @@ const char* const kCheckHelpTail =
     "served (read bits only where every directory on the way lets that class through), every\n"
     "problem (incomplete or invalid set, name clash, symlink loop, dangling link, unreadable\n"
     "directory, bad KV sidecar) and every note (served narrower than its mode bits: a POSIX\n"
-    "ACL on the way), one line each. Nothing is mounted or written.\n"
+    "ACL on the way; or served without its sidecar's edits: a sidecar of another user, a link),\n"
+    "one line each. Nothing is mounted or written.\n"
     "SOURCE may also be an http(s):// URL (first shard or directory ending in '/') or\n"
     "hf://ORG/REPO[@REVISION][/PATH] or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY (a first shard):\n"
     "only headers are read, through the block cache\n"
@@ -204,7 +205,7 @@ void print_text(const gguf::Catalog& c) {
         for (const auto& p : c.problems) std::printf("  %s: %s\n", esc(p.path).c_str(), esc(p.reason).c_str());
     }
     if (!c.notes.empty()) {
-        std::printf("%zu note%s (served, narrower than the mode bits say):\n", c.notes.size(),
+        std::printf("%zu note%s (served, but not as the files alone say: narrower than their mode bits, or without a sidecar):\n", c.notes.size(),
                     c.notes.size() == 1 ? "" : "s");
         for (const auto& n : c.notes) std::printf("  %s: %s\n", esc(n.path).c_str(), esc(n.reason).c_str());
     }

@@ -52,6 +52,11 @@ const char* const kMergeHelpTail =
     "FIRST_SHARD may also be a single unsplit .gguf file: GGUF_OUT is then that file with the\n"
     "edited metadata (see below).\n"
     "\n"
+    "A KV sidecar beside a local FIRST_SHARD (PREFIX.gguf.kv, or FILE.kv for a single file) is\n"
+    "applied first, as a mount serves the model, by the same rules (README \"Fixing metadata\");\n"
+    "one that a mount would not apply (another user's, writable by others) is not applied here\n"
+    "either, with a warning; --no-sidecar leaves it out.\n"
+    "\n"
     "Safer than the reference:\n"
     "  - every shard is validated first (names, split.no/split.count/split.tensors.count,\n"
     "    truncation, duplicate tensors); errors name the offending file;\n"
@@ -380,6 +385,30 @@ struct MergeInput {
     uint64_t tensor_count = 0;
 };
 
+/// `overrides` with the KV sidecar of the local model `first` in front (gguf::sidecar_path_for),
+/// applied by the rules a mount applies it with: read by gguf::read_kv_sidecar with the model's
+/// owner; one that may not speak for the model (Code::Untrusted) is left out with a warning, as
+/// the mount serves the model without it. Prints which sidecar applies. Throws gguf::Error for a
+/// sidecar with a bad line (naming file and line; nothing is written).
+gguf::KvOverrides with_sidecar(const std::string& first, const gguf::KvOverrides& overrides) {
+    const std::string sidecar = gguf::sidecar_path_for(first);
+    struct stat lst {};
+    if (sidecar.empty() || ::lstat(sidecar.c_str(), &lst) != 0) return overrides;
+    struct stat model {};
+    gguf::KvSidecarRules rules;
+    if (::stat(first.c_str(), &model) == 0) rules.model_owner = model.st_uid;
+    try {
+        gguf::KvOverrides own = gguf::read_kv_sidecar(sidecar, rules);
+        spdlog::info("applying the KV sidecar {} ({} edit{}; --no-sidecar leaves it out)", gguf::escape(sidecar),
+                     own.edits.size(), own.edits.size() == 1 ? "" : "s");
+        return gguf::concat_overrides(own, overrides);
+    } catch (const gguf::Error& e) {
+        if (e.code() != gguf::Code::Untrusted) throw;
+        spdlog::warn("{} (a mount serves the model without it too)", gguf::escape(e.what()));
+        return overrides;
+    }
+}
+
 /// With overrides, a local FILE that is not a shard and whose header has no split.count above 1
 /// is edited alone (gguf::open_edited); everything else is a split set as without them.
 MergeInput open_merge_input(const std::string& first, const std::string& output, bool delete_splits,
@@ -430,11 +459,11 @@ void check_input_before_output(const ResolvedSource& source, const std::string& 
 }
 
 int merge(const std::string& first, const std::string& output, bool delete_splits, bool quiet,
-          const SourceOptions& options, const gguf::KvOverrides& overrides, std::string* interrupted) {
+          const SourceOptions& options, const gguf::KvOverrides& given, bool use_sidecar, std::string* interrupted) {
     ResolvedSource source = resolve_source(first, options);
     check_input_before_output(source, first, output);
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    if (source.remote()) return merge_url(source, output, delete_splits, quiet, overrides, interrupted);
+    if (source.remote()) return merge_url(source, output, delete_splits, quiet, given, interrupted);
 #else
     (void)interrupted;
 #endif
@@ -444,6 +473,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
         spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
                      output);
     }
+    const gguf::KvOverrides overrides = use_sidecar ? with_sidecar(first, given) : given;
     const MergeInput in = open_merge_input(first, output, delete_splits, overrides);
     const gguf::VirtualFile& vf = in.vf;
     const std::vector<gguf::FilePart>& parts = in.parts;
@@ -502,6 +532,7 @@ int run_merge(int argc, char** argv) {
     options.positional_help("FIRST_SHARD|URL GGUF_OUT");
     options.add_options()
         ("delete-splits", "delete the shards after the merged file is complete and verified")
+        ("no-sidecar", "do not apply the KV sidecar beside FIRST_SHARD (PREFIX.gguf.kv)")
         ("q,quiet", "no progress bar and no info lines")
         ("h,help", "show this help")
         // Separate string positionals: a vector option would split file names at commas.
@@ -514,6 +545,7 @@ int run_merge(int argc, char** argv) {
 
     std::vector<std::string> args;
     bool delete_splits = false;
+    bool use_sidecar = true;
     bool quiet = false;
     SourceOptions sopt;
     sopt.files_only = true;   // an hf:// folder is refused, naming the file to give
@@ -531,6 +563,7 @@ int run_merge(int argc, char** argv) {
                                          r["extra"].as<std::vector<std::string>>().front() + "')");
         }
         delete_splits = r.count("delete-splits") > 0;
+        use_sidecar = r.count("no-sidecar") == 0;
         quiet = r.count("quiet") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
         read_remote_options(r, &sopt.remote);
@@ -554,7 +587,8 @@ int run_merge(int argc, char** argv) {
     // Read by run_offline after the body failed: merge() changes it when it keeps a partial output.
     std::string interrupted = "interrupted; removed the unfinished output";
     return run_offline(quiet, interrupted,
-                       [&] { return merge(args[0], args[1], delete_splits, quiet, sopt, overrides, &interrupted); });
+                       [&] { return merge(args[0], args[1], delete_splits, quiet, sopt, overrides, use_sidecar,
+                                                    &interrupted); });
 }
 
 }  // namespace gguf_mount::cli

@@ -216,7 +216,25 @@ bool Watcher::any_watched_path_changed() const {
 
 void Watcher::rescan_and_notify(const char* why) {
     auto t0 = Clock::now();
-    RescanResult r = live_.rescan();
+    RescanResult r;
+    try {
+        r = live_.rescan();
+    } catch (const std::exception& e) {
+        // A failed rescan (out of memory, say) keeps the last version served and live updates
+        // going: the paths still differ from what was watched, so the next change or poll
+        // tries again. Logged once per distinct failure.
+        const std::string what = e.what();
+        if (what != last_rescan_failure_) {
+            spdlog::error("{}: rescan failed: {}; still serving the last version found, trying again on the next "
+                          "change", live_.source(), what);
+            last_rescan_failure_ = what;
+        }
+        return;
+    }
+    if (!last_rescan_failure_.empty()) {
+        spdlog::info("{}: rescan succeeded again", live_.source());
+        last_rescan_failure_.clear();
+    }
     ++rescans_;
     watched_ = live_.watched();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();

@@ -124,6 +124,7 @@ private:
     std::thread thread_;
     std::atomic<bool> stopping_{false};
     std::atomic<uint64_t> rescans_{0};
+    std::string last_rescan_failure_;  // the message of the last failed rescan, "" after a good one
     std::mutex done_mutex_;
     std::condition_variable done_cv_;
     bool done_ = false;

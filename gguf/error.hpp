@@ -21,6 +21,8 @@ enum class Code {
     BadSplit,         // split set inconsistent: names, split.* keys, missing shard, tensor totals
     Exists,           // output file already exists
     BadArgument,      // invalid option value given by the user
+    Untrusted,        // a file whose owner or mode does not let it speak for a model (a KV sidecar
+                      // of another user, one writable by others): not applied
 };
 
 /// An error with a code and a message (one line once escaped) that names the file and, where known, the byte

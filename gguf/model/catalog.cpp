@@ -124,12 +124,11 @@ public:
             if (::stat(path.c_str(), &l.part.st) == 0) {
                 l.part.size = static_cast<uint64_t>(l.part.st.st_size);
                 out_.watched.push_back(WatchedPath{path, false, true, l.part.st});
-                DirectoryEdits edits(options_.overrides);
+                DirectoryEdits edits(options_.overrides, &kv_budget_);
                 edits_ = &edits;
                 out_.watched.push_back(edits.add_beside(path));
                 const bool served = joined_set(l, base) || edited_single(l, base);
-                watch_edit_files();
-                edits_ = nullptr;
+                finish_edits();
                 if (served) return;
                 // A shard view splits a single GGUF file too (gguf/model/shard_view.hpp).
                 if (options_.split_view) {
@@ -221,9 +220,9 @@ private:
             return false;
         }
         try {
-            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp, edits_for(f.name));
+            CatalogEntry e = merged_set_entry(SplitSet::open_concatenated(lf), rp, edits_for(f.name, rp, f.part.st.st_uid));
             release_layout(e);
-            e.attr = attributes(rp, e.parts());
+            e.attr = attributes(rp, e.judged_parts());
             out_.entries.push_back(std::move(e));
         } catch (const Error& e) {
             model_problem(rp, f.name, e, "");
@@ -233,10 +232,20 @@ private:
 
     // ---- rule 11: KV edits (gguf/model/catalog_kv.hpp) --------------------------------------
 
-    /// The edits of the model `name` of the directory being scanned (none outside a scan).
-    /// Throws for a bad sidecar.
-    KvOverrides edits_for(const std::string& name) {
-        return edits_ ? edits_->for_model(name) : KvOverrides{};
+    /// The edits of the model `name` shown at `rp` (first part owned by `owner`) of the
+    /// directory being scanned (none outside a scan). Throws for a bad sidecar.
+    KvOverrides edits_for(const std::string& name, const std::string& rp, uid_t owner) {
+        return edits_ ? edits_->for_model(name, rp, owner) : KvOverrides{};
+    }
+
+    /// The end of a directory's edits: watches the files they read, keeps their notes.
+    void finish_edits() {
+        watch_edit_files();
+        if (edits_) {
+            for (Problem& n : edits_->notes()) out_.notes.push_back(std::move(n));
+            edits_->notes().clear();
+        }
+        edits_ = nullptr;
     }
 
     /// A model that could not be planned: the Problem (rule 11 marks a refused global edit).
@@ -256,7 +265,7 @@ private:
         EditedFile r = edit_single_file(*edits_, f.part, f.name, rp);
         if (r.entry) {
             release_layout(*r.entry);
-            r.entry->attr = attributes(rp, r.entry->parts());
+            r.entry->attr = attributes(rp, r.entry->judged_parts());
             out_.entries.push_back(std::move(*r.entry));
         }
         if (r.problem) out_.problems.push_back(std::move(*r.problem));
@@ -268,6 +277,16 @@ private:
         if (!listing_ && edits_) {
             for (WatchedPath& w : edits_->watched_files()) out_.watched.push_back(std::move(w));
         }
+    }
+
+    /// Why the real entry at `path` may not take the name of a merged set whose first shard is
+    /// owned by `owner` (kv_file_trust_problem on its lstat), or "" when it may. A directory, a
+    /// listed (remote) entry, or one that cannot be lstat()ed keeps rule 6 as it is.
+    std::string shadow_problem(const std::string& path, uid_t owner) const {
+        if (listing_) return "";
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return "";
+        return kv_file_trust_problem(st, owner);
     }
 
     void problem(const std::string& path, const std::string& reason) {
@@ -298,7 +317,7 @@ private:
             names.push_back(f.name);
         }
         std::set<std::string> hidden;  // shard files and byte pieces (rule 4)
-        DirectoryEdits edits(options_.overrides);  // rule 11
+        DirectoryEdits edits(options_.overrides, &kv_budget_);  // rule 11
         edits_ = &edits;
         for (const Listed& f : files) edits.add_if_sidecar(f.name, f.part);
 
@@ -378,8 +397,11 @@ private:
                     Candidate c;
                     c.name = name;
                     c.first_part = base_name(lf.parts.front().path);
-                    if (edits.applies_to(name)) {
-                        c.entry = edited_file_entry(h, open.file(), rp, EntryKind::ByteSplit, edits.for_model(name));
+                    const KvOverrides overrides = edits.applies_to(name)
+                                                      ? edits.for_model(name, rp, lf.parts.front().st.st_uid)
+                                                      : KvOverrides{};
+                    if (!overrides.empty()) {
+                        c.entry = edited_file_entry(h, open.file(), rp, EntryKind::ByteSplit, overrides);
                         release_layout(c.entry);
                     } else {
                         c.entry.kind = EntryKind::ByteSplit;
@@ -430,7 +452,8 @@ private:
                 SplitSet set = SplitSet::open(abs + "/" + first, resolve);
                 Candidate c;
                 c.name = merged;
-                c.entry = merged_set_entry(set, join(rel, merged), edits.for_model(merged));
+                c.entry = merged_set_entry(set, join(rel, merged),
+                                           edits.for_model(merged, rp, set.shards().front().file.parts.front().st.st_uid));
                 release_layout(c.entry);
                 c.first_part = base_name(c.entry.members.front().parts.front().path);
                 candidates.push_back(std::move(c));
@@ -448,13 +471,22 @@ private:
             return std::tie(a.name, a.first_part) < std::tie(b.name, b.first_part);
         });
         std::map<std::string, std::string> taken;  // virtual name -> first source path
+        std::set<std::string> refused_shadows;     // real files that may not hide a merged set
         for (Candidate& c : candidates) {
             const std::string rp = join(rel, c.name);
             const std::string first_path = c.entry.members.front().parts.front().path;
-            if (real_names.count(c.name)) {
-                problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
-                                " and is served instead; not shown");
-                continue;
+            if (real_names.count(c.name) && !refused_shadows.count(c.name)) {
+                // Rule 11's owner rule: in a shared folder, another user's file must not hide
+                // (or stand in for) the model.
+                const std::string why = shadow_problem(abs + "/" + c.name, c.entry.members.front().parts.front().st.st_uid);
+                if (why.empty()) {
+                    problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
+                                    " and is served instead; not shown");
+                    continue;
+                }
+                refused_shadows.insert(c.name);
+                problem(rp, abs + "/" + c.name + ": " + why + ", so it does not hide the merged model from " +
+                                first_path + ", which is served; not shown");
             }
             auto it = taken.find(c.name);
             if (it != taken.end()) {
@@ -464,12 +496,11 @@ private:
             }
             taken.emplace(c.name, first_path);
             c.entry.path = rp;
-            c.entry.attr = attributes(rp, c.entry.parts());
+            c.entry.attr = attributes(rp, c.entry.judged_parts());
             out_.entries.push_back(std::move(c.entry));
         }
         if (only_first) {
-            watch_edit_files();
-            edits_ = nullptr;
+            finish_edits();
             return;
         }
 
@@ -478,13 +509,13 @@ private:
             bool is_hidden = hidden.count(f.name) > 0;
             if (is_hidden && !options_.show_shards) continue;
             if (!is_hidden && is_kv_sidecar_name(f.name)) continue;  // rule 11
+            if (!is_hidden && refused_shadows.count(f.name)) continue;  // rule 11's owner rule
             if (!is_hidden && joined_set(f, join(rel, f.name))) continue;
             if (!is_hidden && edited_single(f, join(rel, f.name))) continue;
             add_as_is(f, join(rel, f.name), is_hidden ? EntryKind::Shard : EntryKind::Companion);
         }
         for (Problem& p : edits.orphans(rel, out_.problems)) out_.problems.push_back(std::move(p));
-        watch_edit_files();
-        edits_ = nullptr;
+        finish_edits();
     }
 
     /// Serves the regular file `f` as it is at `rp` (rule 4).
@@ -497,7 +528,7 @@ private:
         lf.parts.push_back(f.part);
         set_layout(e, concatenation_layout(lf));
         e.members.push_back(std::move(lf));
-        e.attr = attributes(e.path, e.parts());
+        e.attr = attributes(e.path, e.judged_parts());
         out_.entries.push_back(std::move(e));
     }
 
@@ -511,6 +542,7 @@ private:
     size_t directories_ = 0;
     AccessJudge judge_;
     catalog_dir::NameBudget budget_;  // rule 7, over all directories
+    KvReadBudget kv_budget_;          // rule 11: bytes of sidecars and @FILEs, over all directories
 };
 
 }  // namespace
@@ -528,7 +560,7 @@ CatalogEntry merged_set_entry(const SplitSet& set, const std::string& path, cons
     e.layout = plan_merge(set, overrides);
     e.bytes = e.layout.size();
     if (!overrides.empty()) record_kv_edits(e, overrides, e.layout);
-    e.attr = file_attributes(e.parts());
+    e.attr = file_attributes(e.judged_parts());
     return e;
 }
 
@@ -550,6 +582,15 @@ std::vector<std::string> CatalogEntry::access_paths() const {
             if (part_has_local_path(p)) out.push_back(p.path);
         }
     }
+    for (const FilePart& p : edit_files) {
+        if (part_has_local_path(p)) out.push_back(p.path);
+    }
+    return out;
+}
+
+std::vector<FilePart> CatalogEntry::judged_parts() const {
+    std::vector<FilePart> out = parts();
+    out.insert(out.end(), edit_files.begin(), edit_files.end());
     return out;
 }
 

@@ -62,12 +62,20 @@
 //     .gguf file that is a GGUF file). A sidecar with a bad line, or edits that do not fit the
 //     model, make that model a Problem naming the file and line (not shown); a sidecar with no
 //     model of its name is a Problem too. Shards served as they are (show_shards) are not edited.
+//     A local sidecar and its @FILEs follow the rules of gguf/model/kv_override.hpp (no links,
+//     @FILE beneath the sidecar's folder, bounded reads); one that may not speak for the model
+//     (another owner than the daemon's euid or the model's, or group/other-writable) is not
+//     applied: the model is served without it and a Note says why. The served mode and mtime
+//     are judged over the sidecar and its @FILEs too (CatalogEntry::edit_files). A real file
+//     NAME.gguf that would shadow a merged set (rule 6) must pass the same owner rule against
+//     the set's first shard; else the merged set is served and the file is a Problem.
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -80,6 +88,28 @@
 #include "gguf/model/kv_override.hpp"
 
 namespace gguf {
+
+/// An immutable list of strings that copies of it share (a reference-counted vector).
+class SharedStrings {
+public:
+    SharedStrings() = default;
+    explicit SharedStrings(std::vector<std::string> items)
+        : items_(std::make_shared<const std::vector<std::string>>(std::move(items))) {}
+    bool empty() const noexcept { return !items_ || items_->empty(); }
+    size_t size() const noexcept { return items_ ? items_->size() : 0; }
+    std::vector<std::string>::const_iterator begin() const noexcept { return list().begin(); }
+    std::vector<std::string>::const_iterator end() const noexcept { return list().end(); }
+    const std::string& operator[](size_t i) const { return list()[i]; }
+    /// The strings (an empty list when there are none).
+    const std::vector<std::string>& list() const noexcept {
+        static const std::vector<std::string> kNone;
+        return items_ ? *items_ : kNone;
+    }
+    friend bool operator==(const SharedStrings& a, const std::vector<std::string>& b) { return a.list() == b; }
+
+private:
+    std::shared_ptr<const std::vector<std::string>> items_;
+};
 
 /// What a catalog entry is made of.
 enum class EntryKind : uint8_t {
@@ -109,17 +139,28 @@ struct CatalogEntry {
     /// identity, fs::entry_fingerprint): for a SplitShard the split options and "shard i of N".
     std::string identity;
     /// Rule 11: the KV edits in force (KvEdit::spelled(), in the order applied; empty: none).
-    std::vector<std::string> kv_edits;
+    /// Shared, not copied, by the shards of a shard view (a 16 MiB sidecar's lines, copied
+    /// into each of 100 shards, held 1.65 GB).
+    SharedStrings kv_edits;
     /// Rule 11: with edits, the lowercase hex sha256 of the rendered header bytes (the header
     /// then depends on more than the parts, so it is part of the entry's identity); else "".
     std::string header_digest;
 
+    /// Rule 11: the local files of the model's folder its edits were read from (its sidecar,
+    /// the sidecar's str:@FILEs; stat of what was read). They are judged with the parts by
+    /// rule 8 (mode, newest mtime) and checked by fs/ like them (access_paths). Command-line
+    /// edits' files are the operator's own and not listed.
+    std::vector<FilePart> edit_files;
+
     /// Served size in bytes.
     uint64_t size() const noexcept { return bytes; }
+    /// What rule 8 judges the served attributes over: parts(), then edit_files.
+    std::vector<FilePart> judged_parts() const;
     /// The physical files, in the order the layout's Source extents number them.
     std::vector<FilePart> parts() const { return flattened_parts(members); }
     /// The paths a direct reader opens to read this entry: every part's path as reached from
-    /// SOURCE (links not resolved), in parts() order. fs/ checks the caller's access on these.
+    /// SOURCE (links not resolved), in parts() order, then edit_files'. fs/ checks the caller's
+    /// access on these.
     std::vector<std::string> access_paths() const;
 };
 

@@ -10,7 +10,9 @@
 #include "gguf/bytes/byte_source.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/reader.hpp"
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/model/merge_plan.hpp"
+#include "gguf/model/split_set.hpp"
 
 namespace gguf {
 
@@ -57,14 +59,22 @@ std::string sidecar_model_name(const std::string& sidecar_name) {
 
 bool is_gguf_name(std::string_view name) noexcept { return name.size() > kGgufSuffix.size() && ends_with(name, kGgufSuffix); }
 
-KvOverrides read_sidecar(const FilePart& part) {
-    if (part_has_local_path(part) && part.offset == 0) return read_kv_sidecar(part.path);
-    return parse_kv_sidecar(read_part_bytes(part), part.path, nullptr);
+KvOverrides read_sidecar(const FilePart& part, const KvSidecarRules& rules) {
+    if (part_has_local_path(part) && part.offset == 0) return read_kv_sidecar(part.path, rules);
+    return parse_kv_sidecar(read_part_bytes(part), part.path);
+}
+
+std::string sidecar_path_for(const std::string& first) {
+    if (const auto sn = parse_shard_name(first)) {
+        return sn->index == 1 ? sn->prefix + ".gguf" + std::string(kKvSidecarSuffix) : std::string();
+    }
+    return is_gguf_name(base_name(first)) ? first + std::string(kKvSidecarSuffix) : std::string();
 }
 
 KvOverrides concat_overrides(const KvOverrides& first, const KvOverrides& then) {
     KvOverrides out = first;
     out.edits.insert(out.edits.end(), then.edits.begin(), then.edits.end());
+    out.files.insert(out.files.end(), then.files.begin(), then.files.end());
     return out;
 }
 
@@ -85,9 +95,21 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 void record_kv_edits(CatalogEntry& e, const KvOverrides& overrides, const VirtualLayout& layout) {
-    e.kv_edits.clear();
-    for (const KvEdit& edit : overrides.edits) e.kv_edits.push_back(edit.spelled());
+    std::vector<std::string> spelled;
+    spelled.reserve(overrides.edits.size());
+    for (const KvEdit& edit : overrides.edits) spelled.push_back(edit.spelled());
+    e.kv_edits = SharedStrings(std::move(spelled));
     e.header_digest = sha256_hex(layout.header());
+    e.edit_files.clear();
+    for (const KvSourceFile& f : overrides.files) {
+        if (!f.folder) continue;
+        FilePart p;
+        p.path = f.path;
+        p.st = f.st;
+        p.size = static_cast<uint64_t>(f.st.st_size);
+        p.source = f.source;
+        e.edit_files.push_back(std::move(p));
+    }
 }
 
 std::vector<std::string> kv_edit_files(const KvOverrides& overrides) {
@@ -117,11 +139,33 @@ bool DirectoryEdits::add_if_sidecar(const std::string& name, const FilePart& par
     return true;
 }
 
-KvOverrides DirectoryEdits::for_model(const std::string& name) {
+KvOverrides DirectoryEdits::for_model(const std::string& name, const std::string& rp, uid_t model_owner) {
     planned_.insert(name);
     auto it = sidecars_.find(name);
     if (it == sidecars_.end()) return global_;
-    const KvOverrides own = read_sidecar(it->second);
+    KvSidecarRules rules;
+    rules.model_owner = model_owner;
+    rules.budget = budget_;
+    if (budget_) budget_->start_model();
+    KvOverrides own;
+    try {
+        own = read_sidecar(it->second, rules);
+    } catch (const Error& e) {
+        if (e.code() != Code::Untrusted) throw;
+        // Whoever may write the folder wrote it, not the model's owner: served unedited, said.
+        notes_.push_back(Problem{rp, std::string(e.what()) + " (served without its edits)"});
+        // Still watched: a fixed owner or mode is seen.
+        return global_;
+    }
+    if (!part_has_local_path(it->second)) {
+        // A remote sidecar: its time counts in the served mtime (rule 8), like a local one's.
+        KvSourceFile f;
+        f.path = it->second.path;
+        f.st = it->second.st;
+        f.folder = true;
+        f.source = it->second.source;
+        own.files.push_back(std::move(f));
+    }
     for (const std::string& f : kv_edit_files(own)) files_.insert(f);
     return concat_overrides(own, global_);
 }
@@ -200,7 +244,9 @@ EditedFile edit_single_file(DirectoryEdits& edits, const FilePart& part, const s
         return out;
     }
     try {
-        out.entry = edited_file_entry(header, lf, rp, EntryKind::Companion, edits.for_model(name));
+        const KvOverrides overrides = edits.for_model(name, rp, part.st.st_uid);
+        if (overrides.empty()) return out;  // its sidecar is not applied: served as it is
+        out.entry = edited_file_entry(header, lf, rp, EntryKind::Companion, overrides);
     } catch (const Error& e) {
         out.problem = edits.problem(rp, name, e);
     }

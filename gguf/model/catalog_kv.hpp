@@ -27,11 +27,16 @@ std::string sidecar_model_name(const std::string& sidecar_name);
 /// True when `name` may name a model that edits apply to: it ends in ".gguf".
 bool is_gguf_name(std::string_view name) noexcept;
 
-/// Reads the sidecar `part`. A local file (part_has_local_path): read_kv_sidecar, str:@FILE
-/// relative to its directory. Otherwise (a remote listing) its bytes through its ByteSource, at
+/// Reads the sidecar `part`. A local file (part_has_local_path): read_kv_sidecar by `rules`
+/// (str:@FILE beneath its folder, owner rule, budget; Code::Untrusted when it may not apply). Otherwise (a remote listing) its bytes through its ByteSource, at
 /// most kMaxSidecarBytes, str:@FILE refused (parse_kv_sidecar without a base directory). Throws
 /// gguf::Error like those (Io naming it when it cannot be read, BadArgument "PATH:LINE: ...").
-KvOverrides read_sidecar(const FilePart& part);
+KvOverrides read_sidecar(const FilePart& part, const KvSidecarRules& rules = {});
+
+/// The sidecar a mount applies to the model `first` names, for tools that take a model file
+/// (`merge`): PREFIX.gguf.kv beside a first shard PREFIX-00001-of-N.gguf, FILE.kv beside any
+/// other FILE ending in .gguf; "" for other names.
+std::string sidecar_path_for(const std::string& first);
 
 /// `first`'s edits followed by `then`'s.
 KvOverrides concat_overrides(const KvOverrides& first, const KvOverrides& then);
@@ -58,7 +63,10 @@ CatalogEntry edited_file_entry(const Header& header, const LogicalFile& file, co
 /// their name is planned, once.
 class DirectoryEdits {
 public:
-    explicit DirectoryEdits(const KvOverrides& global) : global_(global) {}
+    /// `global`: the edits of every model (kept by reference); `budget`: the scan's bound on the
+    /// bytes sidecars and @FILEs may take (nullptr: per-file limits only).
+    explicit DirectoryEdits(const KvOverrides& global, KvReadBudget* budget = nullptr)
+        : global_(global), budget_(budget) {}
 
     /// When `name` is a sidecar's name, records `part` as the sidecar of its model and returns
     /// true (a sidecar is never served); else false.
@@ -67,10 +75,15 @@ public:
     /// True when the model `name` is served with edits: a sidecar of its name, or global ones.
     bool applies_to(const std::string& name) const { return !global_.empty() || sidecars_.count(name) > 0; }
 
-    /// The edits of the model `name`: its sidecar's (read now), then the global ones; empty when
-    /// none apply. Throws gguf::Error for a sidecar that cannot be read or has a bad line
-    /// (read_sidecar).
-    KvOverrides for_model(const std::string& name);
+    /// The edits of the model `name` shown at relative path `rp`, whose first part is owned by
+    /// `model_owner`: its sidecar's (read now by the rules of kv_override.hpp, with a fresh
+    /// per-model budget), then the global ones; empty when none apply. A sidecar that may not
+    /// speak for the model (Code::Untrusted) is left out and recorded in notes(). Throws
+    /// gguf::Error for a sidecar that cannot be read or has a bad line (read_sidecar).
+    KvOverrides for_model(const std::string& name, const std::string& rp, uid_t model_owner);
+
+    /// Notes of the models served without their sidecar's edits (for_model), for Catalog::notes.
+    std::vector<Problem>& notes() { return notes_; }
 
     /// The Problem of model `name` at relative path `path` that could not be planned: `error`'s
     /// message + "; not shown". refused_override is set when the message is about an edit of
@@ -96,6 +109,8 @@ public:
 
 private:
     const KvOverrides& global_;
+    KvReadBudget* budget_ = nullptr;
+    std::vector<Problem> notes_;
     std::map<std::string, FilePart> sidecars_;  // model name -> its sidecar
     std::set<std::string> planned_;             // model names for_model was asked about
     std::set<std::string> files_;

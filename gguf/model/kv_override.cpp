@@ -9,9 +9,12 @@
 #include <charconv>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/format.hpp"
 
@@ -127,48 +130,97 @@ bool parse_real(std::string_view s, double* out) {
     return ec == std::errc() && end == s.data() + s.size();
 }
 
-/// Reads the whole regular file `path`, at most `limit` bytes. Throws Io / TooLarge naming it.
-std::string read_whole_file(const std::string& path, uint64_t limit, const std::string& what) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        const int e = errno;
-        throw Error(Code::Io, what + path + ": " + std::strerror(e), e);
-    }
-    struct stat st {};
-    std::string out;
-    int err = 0;
-    if (::fstat(fd, &st) != 0) {
-        err = errno;
-    } else if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(Code::Io, what + path + ": not a regular file");
-    } else if (static_cast<uint64_t>(st.st_size) > limit) {
-        ::close(fd);
-        throw Error(Code::TooLarge, what + path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-                                        std::to_string(limit) + " allowed");
-    } else {
-        char buf[65536];
-        for (;;) {
-            const ssize_t n = ::read(fd, buf, sizeof buf);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) err = errno;
-            if (n <= 0) break;
-            out.append(buf, static_cast<size_t>(n));
-            if (out.size() > limit) {
-                ::close(fd);
-                throw Error(Code::TooLarge, what + path + ": grew past the " + std::to_string(limit) + " bytes allowed");
-            }
-        }
-    }
-    ::close(fd);
-    if (err != 0) throw Error(Code::Io, what + path + ": " + std::strerror(err), err);
-    return out;
-}
-
 std::string join_path(const std::string& base_dir, const std::string& path) {
     if (base_dir.empty() || (!path.empty() && path.front() == '/')) return path;
     return base_dir + "/" + path;
 }
+
+/// Error `e` with `prefix` in front of its message (same code and errno).
+Error prefixed(const std::string& prefix, const Error& e) { return Error(e.code(), prefix + e.what(), e.sys_errno()); }
+
+/// What a failed open of a sidecar or its @FILE means: a symlink or a file that is not regular
+/// (a FIFO, a device) is what anyone who may write the folder can plant, so the sidecar does not
+/// apply (Code::Untrusted, `untrusted_suffix` added); anything else (a missing file) is `e`.
+/// Both with `prefix` in front.
+Error planted_or(const std::string& prefix, const Error& e, const char* untrusted_suffix) {
+    if (e.code() == Code::Io && (e.sys_errno() == ELOOP || e.sys_errno() == 0)) {
+        return Error(Code::Untrusted, prefix + e.what() + untrusted_suffix);
+    }
+    return prefixed(prefix, e);
+}
+
+/// How a str:@FILE is read: a command line's (any path, relative to `base_dir`), or a local
+/// sidecar's (beneath its folder `dirfd`, by `rules`). Each file read is appended to `files`.
+struct AtFileReader {
+    std::string base_dir;
+    int dirfd = -1;  // >= 0: a sidecar's folder
+    std::string dir;
+    const KvSidecarRules* rules = nullptr;
+    std::vector<KvSourceFile>* files = nullptr;
+};
+
+/// The bytes of the file `name` of a str:@FILE at `origin` for key `key`, by `at`'s rules;
+/// `*shown` gets the path it names. Throws as parse_kv_override and read_kv_sidecar say.
+std::string read_at_file(const AtFileReader& at, const std::string& name, const std::string& origin,
+                         const std::string& key, std::string* shown) {
+    const std::string prefix = origin + ": " + key + ": ";
+    KvSourceFile f;
+    uint64_t limit = kMaxStringLength;
+    UniqueFd fd;
+    if (at.dirfd < 0) {
+        f.path = join_path(at.base_dir, name);
+        try {
+            fd = open_regular(f.path, true, &f.st);
+        } catch (const Error& e) {
+            throw prefixed(prefix, e);
+        }
+    } else {
+        if (!is_plain_relative_path(name)) {
+            throw bad(origin, key + ": @" + name.substr(0, 200) + " is not in the sidecar's folder: a sidecar's str:@FILE "
+                                    "names a file in its folder or below it (relative, no '..')");
+        }
+        f.path = at.dir + "/" + name;
+        f.folder = true;
+        try {
+            fd = open_regular_beneath(at.dirfd, name, f.path, &f.st);
+        } catch (const Error& e) {
+            throw planted_or(prefix, e, "; the sidecar is not applied");
+        }
+        const std::string why = kv_file_trust_problem(f.st, at.rules->model_owner);
+        if (!why.empty()) throw Error(Code::Untrusted, prefix + f.path + ": " + why + "; the sidecar is not applied");
+        if (at.rules->budget) limit = at.rules->budget->limit(limit);
+    }
+    *shown = f.path;
+    if (static_cast<uint64_t>(f.st.st_size) > limit) {
+        const char* bound = " bytes a GGUF string may hold";
+        if (limit < kMaxStringLength) {
+            bound = at.rules->budget->scan_left < at.rules->budget->model_left ? " bytes left for KV edits in this scan"
+                                                                                : " bytes left for this model's KV edits";
+        }
+        throw Error(Code::TooLarge, prefix + f.path + ": " + std::to_string(f.st.st_size) + " bytes, more than the " +
+                                        std::to_string(limit) + bound);
+    }
+    std::string text;
+    try {
+        text = read_bounded(fd.get(), limit, f.path);
+    } catch (const Error& e) {
+        throw prefixed(prefix, e);
+    }
+    if (at.dirfd >= 0 && at.rules->budget) at.rules->budget->spend(text.size());
+    if (at.files) at.files->push_back(std::move(f));
+    return text;
+}
+
+/// A here-document TAG: letters, digits and '_', not empty.
+bool is_heredoc_tag(std::string_view tag) {
+    if (tag.empty()) return false;
+    for (char c : tag) {
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    }
+    return true;
+}
+
+KvEdit parse_edit(std::string_view spec, const std::string& origin, const AtFileReader* at);
 
 template <typename T>
 Value scalar_value(ValueType type, T v) {
@@ -255,7 +307,9 @@ std::string KvEdit::spelled() const {
     return out + text;
 }
 
-KvEdit parse_kv_override(std::string_view spec, const std::string& origin, const std::string& base_dir) {
+namespace {
+
+KvEdit parse_edit(std::string_view spec, const std::string& origin, const AtFileReader* at) {
     const size_t eq = spec.find('=');
     if (eq == std::string_view::npos) {
         throw bad(origin, "'" + std::string(spec.substr(0, 80)) + "': expected KEY=TYPE:VALUE (no '=')");
@@ -290,8 +344,12 @@ KvEdit parse_kv_override(std::string_view spec, const std::string& origin, const
         if (value.substr(0, 2) == "@@") {
             e.text = std::string(value.substr(1));
         } else if (!value.empty() && value.front() == '@') {
-            e.from_file = join_path(base_dir, std::string(value.substr(1)));
-            e.text = read_whole_file(e.from_file, kMaxStringLength, origin + ": " + e.key + ": ");
+            if (!at) {
+                // A sidecar that is not a local file: its @FILE would name a file of this machine.
+                throw bad(origin, e.key + ": str:@FILE is not allowed in a remote sidecar (write the value itself, "
+                                          "a multi-line one as KEY=str:<<TAG ... TAG)");
+            }
+            e.text = read_at_file(*at, std::string(value.substr(1)), origin, e.key, &e.from_file);
         } else {
             e.text = std::string(value);
         }
@@ -320,6 +378,36 @@ KvEdit parse_kv_override(std::string_view spec, const std::string& origin, const
     return e;
 }
 
+}  // namespace
+
+uint64_t KvReadBudget::limit(uint64_t own) const noexcept { return std::min({own, scan_left, model_left}); }
+
+void KvReadBudget::spend(uint64_t bytes) noexcept {
+    scan_left -= std::min(scan_left, bytes);
+    model_left -= std::min(model_left, bytes);
+}
+
+std::string kv_file_trust_problem(const struct stat& st, std::optional<uid_t> model_owner) {
+    const uid_t me = ::geteuid();
+    if (st.st_uid != me && (!model_owner || st.st_uid != *model_owner)) {
+        std::string out = "owned by uid " + std::to_string(st.st_uid) + ", not by the daemon's uid " + std::to_string(me);
+        if (model_owner && *model_owner != me) out += " or the model's owner " + std::to_string(*model_owner);
+        return out;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return std::string("writable by group or others (mode ") + mode + ")";
+    }
+    return "";
+}
+
+KvEdit parse_kv_override(std::string_view spec, const std::string& origin, const std::string& base_dir) {
+    AtFileReader at;
+    at.base_dir = base_dir;
+    return parse_edit(spec, origin, &at);
+}
+
 KvEdit parse_kv_removal(std::string_view key, const std::string& origin) {
     KvEdit e;
     e.kind = KvEdit::Kind::Remove;
@@ -336,27 +424,28 @@ KvEdit chat_template_edit(const std::string& file) {
     return parse_kv_override(std::string(kKeyChatTemplate) + "=str:@" + file, "--chat-template-file");
 }
 
-KvOverrides read_kv_sidecar(const std::string& path) {
-    const std::string text = read_whole_file(path, kMaxSidecarBytes, "");
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? std::string() : (slash == 0 ? "/" : path.substr(0, slash));
-    return parse_kv_sidecar(text, path, &dir);
-}
+namespace {
 
-KvOverrides parse_kv_sidecar(std::string_view text, const std::string& path, const std::string* base_dir) {
+/// The sidecar text `text` from `path` (see parse_kv_sidecar); @FILEs through `at` (nullptr:
+/// refused).
+KvOverrides parse_sidecar_text(std::string_view text, const std::string& path, const AtFileReader* at) {
     if (text.size() > kMaxSidecarBytes) {
         throw Error(Code::TooLarge, path + ": " + std::to_string(text.size()) + " bytes, more than the " +
                                         std::to_string(kMaxSidecarBytes) + " allowed");
     }
     KvOverrides out;
     size_t line_no = 0;
-    for (size_t at = 0; at < text.size();) {
-        size_t end = text.find('\n', at);
+    auto next_line = [&](size_t* at_pos, std::string_view* line) {
+        size_t end = text.find('\n', *at_pos);
         if (end == std::string::npos) end = text.size();
-        std::string_view line(text.data() + at, end - at);
-        at = end + 1;
+        *line = std::string_view(text.data() + *at_pos, end - *at_pos);
+        *at_pos = end + 1;
         ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    };
+    for (size_t pos = 0; pos < text.size();) {
+        std::string_view line;
+        next_line(&pos, &line);
         while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
         if (line.empty() || line.front() == '#') continue;
         const std::string origin = path + ":" + std::to_string(line_no);
@@ -364,33 +453,107 @@ KvOverrides parse_kv_sidecar(std::string_view text, const std::string& path, con
             out.edits.push_back(parse_kv_removal(trim(line.substr(1)), origin));
             continue;
         }
-        if (!base_dir) {
-            // Refused before parse_kv_override would open anything: a remote sidecar naming a
-            // local file would otherwise publish that file's bytes.
-            const size_t eq = line.find('=');
-            const std::string_view value = eq == std::string_view::npos ? line : line.substr(eq + 1);
-            if (value.substr(0, 5) == "str:@" && value.substr(0, 6) != "str:@@") {
-                throw bad(origin, std::string(line.substr(0, std::min(eq, size_t{80}))) +
-                                      ": str:@FILE is not allowed in a remote sidecar (write the value itself)");
+        const size_t eq = line.find('=');
+        if (eq != std::string_view::npos && line.substr(eq + 1, 6) == "str:<<" &&
+            is_heredoc_tag(trim(line.substr(eq + 7)))) {
+            // KEY=str:<<TAG, the lines up to one that is exactly TAG, joined with "\n".
+            const std::string_view tag = trim(line.substr(eq + 7));
+            KvEdit e = parse_edit(std::string(line.substr(0, eq)) + "=str:", origin, at);
+            bool closed = false;
+            bool first = true;
+            while (pos < text.size()) {
+                std::string_view body;
+                next_line(&pos, &body);
+                if (body == tag) {
+                    closed = true;
+                    break;
+                }
+                if (!first) e.text += '\n';
+                e.text.append(body.data(), body.size());
+                first = false;
             }
+            if (!closed) {
+                throw bad(origin, e.key + ": the here-document <<" + std::string(tag) + " has no closing line " +
+                                      std::string(tag));
+            }
+            if (e.text.size() > kMaxStringLength) throw bad(origin, e.key + ": the string is longer than GGUF allows");
+            out.edits.push_back(std::move(e));
+            continue;
         }
-        out.edits.push_back(parse_kv_override(line, origin, base_dir ? *base_dir : std::string()));
+        out.edits.push_back(parse_edit(line, origin, at));
     }
     return out;
 }
 
+}  // namespace
+
+KvOverrides read_kv_sidecar(const std::string& path, const KvSidecarRules& rules) {
+    const std::string dir = dir_name(path);
+    const std::string name = base_name(path);
+    // The folder as the walk reached it (links above it followed, as the walk follows them);
+    // the sidecar and its @FILEs beneath it, following none.
+    const int dfd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        const int e = errno;
+        throw Error(Code::Io, path + ": " + std::strerror(e), e);
+    }
+    UniqueFd folder(dfd);
+    KvSourceFile own;
+    own.path = path;
+    own.folder = true;
+    UniqueFd fd;
+    try {
+        fd = open_regular_beneath(folder.get(), name, path, &own.st);
+    } catch (const Error& e) {
+        throw planted_or("", e, "; not applied");
+    }
+    const std::string why = kv_file_trust_problem(own.st, rules.model_owner);
+    if (!why.empty()) throw Error(Code::Untrusted, path + ": " + why + "; not applied");
+    const uint64_t limit = rules.budget ? rules.budget->limit(kMaxSidecarBytes) : kMaxSidecarBytes;
+    if (static_cast<uint64_t>(own.st.st_size) > limit) {
+        throw Error(Code::TooLarge, path + ": " + std::to_string(own.st.st_size) + " bytes, more than the " +
+                                        std::to_string(limit) +
+                                        (limit < kMaxSidecarBytes ? " bytes left for KV edits in this scan"
+                                                                  : " a sidecar may have"));
+    }
+    const std::string text = read_bounded(fd.get(), limit, path);
+    if (rules.budget) rules.budget->spend(text.size());
+    AtFileReader at;
+    at.dirfd = folder.get();
+    at.dir = dir;
+    at.rules = &rules;
+    std::vector<KvSourceFile> files;
+    files.push_back(std::move(own));
+    at.files = &files;
+    KvOverrides out = parse_sidecar_text(text, path, &at);
+    out.files = std::move(files);
+    return out;
+}
+
+KvOverrides parse_kv_sidecar(std::string_view text, const std::string& path) {
+    return parse_sidecar_text(text, path, nullptr);
+}
+
 std::vector<KeyValue> apply_kv_overrides(const std::vector<KeyValue>& kvs, const KvOverrides& overrides) {
+    // Keys are found through an index (a list scan per edit made 80,000 new keys take seconds
+    // and a 16 MiB sidecar most of an hour); a removed pair is marked and dropped at the end.
     std::vector<KeyValue> out = kvs;
+    std::vector<bool> removed(out.size(), false);
+    std::unordered_map<std::string, size_t> index;
+    index.reserve(out.size() + overrides.edits.size());
+    for (size_t i = 0; i < out.size(); ++i) index.emplace(out[i].key, i);  // the first of a key wins
     for (const KvEdit& e : overrides.edits) {
         check_key(e.key, e.origin);
-        auto it = out.begin();
-        while (it != out.end() && it->key != e.key) ++it;
+        auto found = index.find(e.key);
+        const bool present = found != index.end();
         if (e.kind == KvEdit::Kind::Remove) {
-            if (it == out.end()) throw bad(e.origin, e.key + ": not in the file, nothing to remove");
-            out.erase(it);
+            if (!present) throw bad(e.origin, e.key + ": not in the file, nothing to remove");
+            removed[found->second] = true;
+            index.erase(found);
             continue;
         }
-        if (it != out.end()) {
+        if (present) {
+            KeyValue* it = &out[found->second];
             const ValueType t = it->value.type;
             if (!spelling_fits(e, t)) {
                 const std::string instead = suggestion(t);
@@ -412,6 +575,17 @@ std::vector<KeyValue> apply_kv_overrides(const std::vector<KeyValue>& kvs, const
                             : e.spelling == KvEdit::Spelling::Str ? ValueType::String
                                                                   : e.exact;
         out.push_back(KeyValue{e.key, encode(e, t)});
+        removed.push_back(false);
+        index.emplace(e.key, out.size() - 1);
+    }
+    if (std::find(removed.begin(), removed.end(), true) != removed.end()) {
+        size_t kept = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+            if (removed[i]) continue;
+            if (kept != i) out[kept] = std::move(out[i]);
+            ++kept;
+        }
+        out.resize(kept);
     }
     uint64_t bytes = 24;
     for (const auto& kv : out) bytes += 12 + kv.key.size() + kv.value.raw.size();

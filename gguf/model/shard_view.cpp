@@ -160,8 +160,9 @@ std::vector<CatalogEntry> shard_view_entries(const CatalogEntry& model, const Sp
         e.attr = model.attr;
         // The model's KV edits make its header, and so every shard's bytes (shard 1 carries the
         // KV pairs): the shards show them and carry the model's header digest in their identity.
-        e.kv_edits = model.kv_edits;
+        e.kv_edits = model.kv_edits;  // shared, not copied
         e.header_digest = model.header_digest;
+        e.edit_files = model.edit_files;  // judged and checked like the model (rule 8)
         e.view_of = model.path;
         // Every shard is a new generation when any file of the model changes.
         e.identity = "split-view " + opts + " shard " + std::to_string(i + 1) + " of " + std::to_string(count) +

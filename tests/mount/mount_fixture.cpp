@@ -1,7 +1,11 @@
 #include "mount/mount_fixture.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -191,6 +195,33 @@ void MountFixture::copy_case_shards(const std::string& case_id, const std::strin
     auto c = manifest_case(case_id);
     ASSERT_TRUE(c) << "no manifest case " << case_id;
     copy_shards(*c, dir);
+}
+
+int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn, const std::vector<gid_t>& groups) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return kDropFailed;
+    pid_t pid = ::fork();
+    if (pid < 0) return kDropFailed;
+    if (pid == 0) {
+        ::close(p[0]);
+        int r = kDropFailed;
+        if (::setgroups(groups.size(), groups.empty() ? nullptr : groups.data()) == 0 && ::setgid(gid) == 0 &&
+            ::setuid(uid) == 0 && ::geteuid() == uid && ::getegid() == gid) {
+            r = fn();
+        }
+        if (::write(p[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(2);
+        ::_exit(0);
+    }
+    ::close(p[1]);
+    int r = kTimedOut;
+    pollfd pf{p[0], POLLIN, 0};
+    if (::poll(&pf, 1, 20000) == 1 && ::read(p[0], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) r = kDropFailed;
+    ::close(p[0]);
+    if (r == kTimedOut) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return r;
 }
 
 }  // namespace mount_test

@@ -96,6 +96,17 @@ struct ChunkTally {
 /// (errno recorded in first_wrong if it is not EIO), wrong otherwise (a short read is wrong).
 ChunkTally read_in_chunks(int fd, const std::string& whole, size_t chunk);
 
+/// as_user()'s results that are not an errno.
+inline constexpr int kDropFailed = -1000;
+inline constexpr int kTimedOut = -1001;
+
+/// Runs `fn` in a forked child whose uid and gid are `uid`/`gid`, with the supplementary groups
+/// `groups` (none by default), and returns what it returned: 0 for success or an errno value (or
+/// another code of the caller's). Returns kDropFailed if the child could not switch users,
+/// kTimedOut (after killing it) if it did not answer within 20 s. Only async-signal-safe work
+/// and plain file I/O happen in the child. Needs root.
+int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn, const std::vector<gid_t>& groups = {});
+
 /// Base fixture for real mounts: ROOT (a fresh, symlink-free temporary directory), SOURCE
 /// (ROOT/src unless the subclass names another relative path), MNT (ROOT/mnt) and the daemon log
 /// ROOT/daemon.log. Skips the test when FUSE is unavailable. TearDown unmounts MNT and reaps the

@@ -45,40 +45,10 @@ using mount_test::list_dir;
 
 constexpr uid_t kNobody = 65534;
 constexpr gid_t kNogroup = 65534;
-constexpr int kDropFailed = -1000;
-constexpr int kTimedOut = -1001;
+using mount_test::as_user;
+using mount_test::kDropFailed;
+using mount_test::kTimedOut;
 constexpr int kWrongBytes = -1002;
-
-/// Runs `fn` in a forked child whose uid and gid are `uid`/`gid`, with the supplementary groups
-/// `groups` (none by default), and returns what it returned: 0 for success or an errno value (or kWrongBytes). Returns
-/// kDropFailed if the child could not switch users, kTimedOut (after killing it) if it did not
-/// answer within 20 s. Only async-signal-safe work and plain file I/O happen in the child.
-int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn, const std::vector<gid_t>& groups = {}) {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return kDropFailed;
-    pid_t pid = ::fork();
-    if (pid < 0) return kDropFailed;
-    if (pid == 0) {
-        ::close(p[0]);
-        int r = kDropFailed;
-        if (::setgroups(groups.size(), groups.empty() ? nullptr : groups.data()) == 0 && ::setgid(gid) == 0 && ::setuid(uid) == 0 && ::geteuid() == uid &&
-            ::getegid() == gid) {
-            r = fn();
-        }
-        if (::write(p[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(2);
-        ::_exit(0);
-    }
-    ::close(p[1]);
-    int r = kTimedOut;
-    pollfd pf{p[0], POLLIN, 0};
-    if (::poll(&pf, 1, 20000) == 1 && ::read(p[0], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) r = kDropFailed;
-    ::close(p[0]);
-    if (r == kTimedOut) ::kill(pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return r;
-}
 
 /// 0 if `path` stats, else errno.
 int stat_errno(const std::string& path) {

@@ -236,7 +236,7 @@ TEST(ByteSourceSeam, SidecarOfAListedDirectoryAppliesAndRefusesLocalFiles) {
     ASSERT_EQ(cat.problems.size(), 1u);
     EXPECT_EQ(cat.problems[0].path, "m.gguf");
     EXPECT_EQ(cat.problems[0].reason, "mem://root/m.gguf.kv:2: tokenizer.chat_template: str:@FILE is not allowed in a "
-                                      "remote sidecar (write the value itself); not shown");
+                                      "remote sidecar (write the value itself, a multi-line one as KEY=str:<<TAG ... TAG); not shown");
 
     gguf_test::RawGguf want = gguf_test::cut_gguf(gguf_test::read_file(gguf_test::fixture("kvzoo/merged-reference.gguf")));
     want.kvs[gguf_test::kv_index(want, "general.name")] = gguf_test::raw_string("general.name", "from a listing");

@@ -474,3 +474,67 @@ TEST(Catalog, MissingSourceThrows) {
 }
 
 }  // namespace
+
+// ---- rule 11 with rule 8: an edited model's attributes (issue 30, items 1, 3, 10) ------------
+
+namespace {
+
+/// Sets the mtime of `path` to `sec` seconds after the epoch.
+void set_mtime(const std::string& path, time_t sec) {
+    const timespec times[2] = {{sec, 0}, {sec, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << path;
+}
+
+}  // namespace
+
+TEST(CatalogEdits, ModeMtimeAndAccessPathsAreJudgedOverTheSidecarAndItsAtFiles) {
+    TempDir src;
+    copy_kvzoo(src.path());
+    gguf_test::write_file(src / "t.jinja", "{{ t }}");
+    gguf_test::write_file(src / "kvzoo.gguf.kv", "tokenizer.chat_template=str:@t.jinja\n");
+    for (int i = 1; i <= 7; ++i) set_mtime(src / kvzoo_shard(i), 1000000);
+    set_mtime(src / "kvzoo.gguf.kv", 2000000);
+    set_mtime(src / "t.jinja", 3000000);
+    ASSERT_EQ(::chmod((src / "t.jinja").c_str(), 0600), 0);
+    auto c = gguf::build_catalog(src.path());
+    const gguf::CatalogEntry* e = find(c, "kvzoo.gguf");
+    ASSERT_NE(e, nullptr) << problems_text(c);
+    // The newest of shards, sidecar and @FILE: a sidecar edit is a new mtime (rsync, make).
+    EXPECT_EQ(e->attr.mtime.tv_sec, 3000000);
+    // t.jinja 0600: only its owner may read it directly, so only the owner may read the model.
+    EXPECT_EQ(e->attr.mode & 0444, 0400u);
+    const auto paths = e->access_paths();
+    ASSERT_EQ(paths.size(), 9u);
+    EXPECT_EQ(paths[7], src / "kvzoo.gguf.kv");
+    EXPECT_EQ(paths[8], src / "t.jinja");
+    // Without the sidecar, the shards alone decide.
+    ASSERT_EQ(::unlink((src / "kvzoo.gguf.kv").c_str()), 0);
+    c = gguf::build_catalog(src.path());
+    e = find(c, "kvzoo.gguf");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->attr.mtime.tv_sec, 1000000);
+    EXPECT_EQ(e->attr.mode & 0444, 0444u);
+    EXPECT_EQ(gguf_test::sha256_hex(bytes_of(*e)), kKvzooMerged);
+}
+
+TEST(CatalogEdits, ShardViewShardsShareTheModelsEditsAndEditFiles) {
+    TempDir src;
+    copy_kvzoo(src.path());
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += "x.k" + std::to_string(i) + "=str:v\n";
+    gguf_test::write_file(src / "kvzoo.gguf.kv", text);
+    gguf::CatalogOptions o;
+    gguf::SplitOptions split;
+    split.mode = gguf::SplitOptions::Mode::Tensors;
+    split.max_tensors = 1;
+    o.split_view = split;
+    const auto c = gguf::build_catalog(src.path(), o);
+    ASSERT_GT(c.entries.size(), 2u) << problems_text(c);
+    const std::vector<std::string>& first = c.entries.front().kv_edits.list();
+    ASSERT_EQ(first.size(), 2000u);
+    for (const auto& e : c.entries) {
+        EXPECT_EQ(&e.kv_edits.list(), &first) << e.path;  // one list, not a copy per shard
+        ASSERT_EQ(e.edit_files.size(), 1u) << e.path;
+        EXPECT_EQ(e.edit_files[0].path, src / "kvzoo.gguf.kv");
+    }
+}

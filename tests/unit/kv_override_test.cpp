@@ -1,9 +1,14 @@
 // KV overrides: the served bytes against an independent writer of the rule (support/gguf_rewrite),
 // and every refusal with its one-line message.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <gtest/gtest.h>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/reader.hpp"
 #include "gguf/model/kv_override.hpp"
@@ -355,3 +360,186 @@ TEST(KvOverrideParse, LiteralAtAndSpelledForms) {
 }
 
 }  // namespace
+
+// ---- sidecar rules under a root daemon (issue 30, items 1-4) ---------------------------------
+
+namespace {
+
+/// `text` in DIR/NAME, made with mode `mode`.
+void write_mode(const std::string& path, const std::string& text, mode_t mode) {
+    gguf_test::write_file(path, text);
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+}
+
+}  // namespace
+
+TEST(KvSidecarRules, AtFileOutsideTheFolderIsRefusedBeforeAnythingIsOpened) {
+    gguf_test::TempDir dir;
+    ASSERT_EQ(::mkdir((dir / "m").c_str(), 0755), 0);
+    gguf_test::write_file(dir / "secret.txt", "s3cr3t");
+    for (const std::string& name : {dir / "secret.txt", std::string("../secret.txt"), std::string("./../secret.txt"),
+                                    std::string("/proc/self/environ"), std::string("a/../../secret.txt"),
+                                    std::string("a//b"), std::string(".")}) {
+        gguf_test::write_file(dir / "m/m.gguf.kv", "x.y=str:@" + name + "\n");
+        const std::string m = error_of([&] { gguf::read_kv_sidecar(dir / "m/m.gguf.kv"); });
+        EXPECT_EQ(m, dir / "m/m.gguf.kv:1: x.y: @" + name + " is not in the sidecar's folder: a sidecar's str:@FILE "
+                                                           "names a file in its folder or below it (relative, no '..')");
+        EXPECT_EQ(m.find("s3cr3t"), std::string::npos);
+    }
+}
+
+TEST(KvSidecarRules, LinksAndSpecialFilesAreNotFollowedAndMakeTheSidecarNotApply) {
+    gguf_test::TempDir dir;
+    ASSERT_EQ(::mkdir((dir / "m").c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((dir / "m/sub").c_str(), 0755), 0);
+    gguf_test::write_file(dir / "secret.txt", "s3cr3t");
+    gguf_test::write_file(dir / "m/sub/t.jinja", "{{ ok }}");
+    ASSERT_EQ(::symlink((dir / "secret.txt").c_str(), (dir / "m/link.txt").c_str()), 0);
+    ASSERT_EQ(::symlink(dir.path().c_str(), (dir / "m/up").c_str()), 0);
+    ASSERT_EQ(::mkfifo((dir / "m/fifo").c_str(), 0644), 0);
+    // Below the folder, no link on the way: read.
+    gguf_test::write_file(dir / "m/m.gguf.kv", "x.y=str:@sub/t.jinja\n");
+    const gguf::KvOverrides ok = gguf::read_kv_sidecar(dir / "m/m.gguf.kv");
+    ASSERT_EQ(ok.edits.size(), 1u);
+    EXPECT_EQ(ok.edits[0].text, "{{ ok }}");
+    ASSERT_EQ(ok.files.size(), 2u);  // the sidecar, then its @FILE
+    EXPECT_EQ(ok.files[0].path, dir / "m/m.gguf.kv");
+    EXPECT_EQ(ok.files[1].path, dir / "m/sub/t.jinja");
+    EXPECT_TRUE(ok.files[1].folder);
+    // A link as the @FILE or on the way to it; a FIFO (never opened, never waited on).
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"link.txt", "link.txt: is a symbolic link (not followed); the sidecar is not applied"},
+        {"up/secret.txt", "up/secret.txt: is or passes through a symbolic link (not followed); the sidecar is not applied"},
+        {"fifo", "fifo: not a regular file (a FIFO); the sidecar is not applied"},
+    };
+    for (const auto& [name, tail] : cases) {
+        gguf_test::write_file(dir / "m/m.gguf.kv", "x.y=str:@" + name + "\n");
+        const std::string m = error_of([&] { gguf::read_kv_sidecar(dir / "m/m.gguf.kv"); }, gguf::Code::Untrusted);
+        EXPECT_EQ(m, dir / "m/m.gguf.kv:1: x.y: " + (dir / "m/") + tail);
+        EXPECT_EQ(m.find("s3cr3t"), std::string::npos);
+    }
+    // The sidecar itself a link (to a file whose first line would be quoted by a parse error).
+    gguf_test::write_file(dir / "secret.kv", "s3cr3t line without an equals sign\n");
+    ASSERT_EQ(::unlink((dir / "m/m.gguf.kv").c_str()), 0);
+    ASSERT_EQ(::symlink((dir / "secret.kv").c_str(), (dir / "m/m.gguf.kv").c_str()), 0);
+    const std::string m = error_of([&] { gguf::read_kv_sidecar(dir / "m/m.gguf.kv"); }, gguf::Code::Untrusted);
+    EXPECT_EQ(m, dir / "m/m.gguf.kv: is a symbolic link (not followed); not applied");
+    // A command line's @FILE is the operator's own: links followed, a FIFO still refused.
+    EXPECT_EQ(gguf::parse_kv_override("x.y=str:@" + (dir / "m/link.txt"), "--override-kv").text, "s3cr3t");
+    EXPECT_EQ(error_of([&] { gguf::parse_kv_override("x.y=str:@" + (dir / "m/fifo"), "--override-kv"); },
+                       gguf::Code::Io),
+              "--override-kv: x.y: " + (dir / "m/fifo") + ": not a regular file (a FIFO)");
+}
+
+TEST(KvSidecarRules, OnlyTheDaemonsOrTheModelOwnersUnwritableFilesApply) {
+    gguf_test::TempDir dir;
+    write_mode(dir / "t.jinja", "{{ t }}", 0644);
+    write_mode(dir / "m.gguf.kv", "x.y=str:@t.jinja\n", 0644);
+    gguf::KvSidecarRules rules;
+    rules.model_owner = 1000;
+    EXPECT_EQ(gguf::read_kv_sidecar(dir / "m.gguf.kv", rules).edits.at(0).text, "{{ t }}");  // the euid's
+    // Group- or other-writable: anyone in that class could have written it.
+    ASSERT_EQ(::chmod((dir / "m.gguf.kv").c_str(), 0664), 0);
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv", rules); }, gguf::Code::Untrusted),
+              dir / "m.gguf.kv: writable by group or others (mode 0664); not applied");
+    ASSERT_EQ(::chmod((dir / "m.gguf.kv").c_str(), 0644), 0);
+    if (::geteuid() != 0) GTEST_SKIP() << "the owner cases need chown (root)";
+    ASSERT_EQ(::chown((dir / "m.gguf.kv").c_str(), 1000, 1000), 0);  // the model's owner: applies
+    EXPECT_EQ(gguf::read_kv_sidecar(dir / "m.gguf.kv", rules).edits.at(0).text, "{{ t }}");
+    ASSERT_EQ(::chown((dir / "m.gguf.kv").c_str(), 1001, 1001), 0);  // someone else
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv", rules); }, gguf::Code::Untrusted),
+              dir / "m.gguf.kv: owned by uid 1001, not by the daemon's uid 0 or the model's owner 1000; not applied");
+    ASSERT_EQ(::chown((dir / "m.gguf.kv").c_str(), 0, 0), 0);
+    ASSERT_EQ(::chown((dir / "t.jinja").c_str(), 1001, 1001), 0);  // the @FILE of someone else
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv", rules); }, gguf::Code::Untrusted),
+              dir / "m.gguf.kv:1: x.y: " + (dir / "t.jinja") +
+                  ": owned by uid 1001, not by the daemon's uid 0 or the model's owner 1000; the sidecar is not applied");
+}
+
+TEST(KvSidecarRules, TheBudgetBoundsWhatIsReadWhileReading) {
+    gguf_test::TempDir dir;
+    // A sparse 1 GiB file named six times: refused at the first line past the model's budget,
+    // without reading (or holding) it.
+    {
+        gguf::UniqueFd fd(::open((dir / "big.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+        ASSERT_TRUE(fd);
+        ASSERT_EQ(::ftruncate(fd.get(), off_t{1} << 30), 0);
+    }
+    std::string text;
+    for (int i = 0; i < 6; ++i) text += "x.k" + std::to_string(i) + "=str:@big.bin\n";
+    gguf_test::write_file(dir / "m.gguf.kv", text);
+    gguf::KvReadBudget budget;
+    gguf::KvSidecarRules rules;
+    rules.budget = &budget;
+    const int rc = gguf_test::in_bounded_child(
+        [&] {
+            try {
+                gguf::read_kv_sidecar(dir / "m.gguf.kv", rules);
+            } catch (const gguf::Error& e) {
+                return e.code() == gguf::Code::TooLarge &&
+                       std::string(e.what()) == dir / "m.gguf.kv:1: x.k0: " + (dir / "big.bin") +
+                                                    ": 1073741824 bytes, more than the " +
+                                                    std::to_string((uint64_t{64} << 20) - text.size()) +
+                                                    " bytes left for this model's KV edits";  // the sidecar's own bytes count
+            }
+            return false;
+        },
+        size_t{256} << 20);
+    EXPECT_EQ(rc, 0);
+    // Small files add up, per model and per scan.
+    write_mode(dir / "t.txt", std::string(40u << 20, 'a'), 0644);
+    gguf_test::write_file(dir / "m.gguf.kv", "x.a=str:@t.txt\nx.b=str:@t.txt\n");
+    EXPECT_PRED2(contains, error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv", rules); }, gguf::Code::TooLarge),
+                 std::string("m.gguf.kv:2: x.b: "));
+    budget = gguf::KvReadBudget{};
+    gguf_test::write_file(dir / "m.gguf.kv", "x.a=str:@t.txt\n");
+    for (int model = 0; model < 6; ++model) {  // 6 x 40 MiB fit the scan's 256 MiB
+        budget.start_model();
+        EXPECT_EQ(gguf::read_kv_sidecar(dir / "m.gguf.kv", rules).edits.size(), 1u) << model;
+    }
+    budget.start_model();  // the 7th does not
+    EXPECT_PRED2(contains, error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv", rules); }, gguf::Code::TooLarge),
+                 std::string("bytes left for KV edits in this scan"));
+}
+
+TEST(KvSidecarRules, HereDocumentHoldsAMultiLineStringInAnySidecar) {
+    const std::string text = "# a template\n"
+                             "tokenizer.chat_template=str:<<END\n"
+                             "{% for m in messages %}\r\n"
+                             "  {{ m.content }}\n"
+                             "\n"
+                             "{% endfor %}\n"
+                             "END\n"
+                             "general.name=str:after\n";
+    const gguf::KvOverrides o = gguf::parse_kv_sidecar(text, "https://h/m.gguf.kv");  // a remote sidecar
+    ASSERT_EQ(o.edits.size(), 2u);
+    EXPECT_EQ(o.edits[0].text, "{% for m in messages %}\n  {{ m.content }}\n\n{% endfor %}");
+    EXPECT_EQ(o.edits[0].origin, "https://h/m.gguf.kv:2");
+    EXPECT_EQ(o.edits[1].origin, "https://h/m.gguf.kv:8");
+    EXPECT_EQ(o.edits[1].text, "after");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_sidecar("a.b=str:<<EOF\nno end\n", "s.kv"); }),
+              "s.kv:1: a.b: the here-document <<EOF has no closing line EOF");
+    // Not a TAG: the literal value, as before.
+    EXPECT_EQ(gguf::parse_kv_sidecar("a.b=str:<<not a tag\n", "s.kv").edits.at(0).text, "<<not a tag");
+    EXPECT_PRED2(contains, error_of([] { gguf::parse_kv_sidecar("a.b=str:@t.jinja\n", "s.kv"); }),
+                 std::string("s.kv:1: a.b: str:@FILE is not allowed in a remote sidecar"));
+}
+
+TEST(KvApply, AHundredThousandNewKeysAreAllAppliedInOrder) {
+    gguf::KvOverrides o;
+    for (int i = 0; i < 100000; ++i) {
+        o.edits.push_back(gguf::parse_kv_override("x.k" + std::to_string(i) + "=u32:" + std::to_string(i), "s.kv"));
+    }
+    o.edits.push_back(gguf::parse_kv_removal("x.k5", "s.kv"));
+    o.edits.push_back(gguf::parse_kv_override("x.k7=u32:70", "s.kv"));
+    const auto base = tiny_kvs();
+    const auto out = gguf::apply_kv_overrides(base, o);
+    ASSERT_EQ(out.size(), base.size() + 99999);
+    EXPECT_EQ(out[base.size()].key, "x.k0");
+    EXPECT_EQ(out[base.size() + 5].key, "x.k6");  // x.k5 removed, the rest keep their order
+    uint32_t v = 0;
+    std::memcpy(&v, out[base.size() + 6].value.raw.data(), 4);
+    EXPECT_EQ(out[base.size() + 6].key, "x.k7");
+    EXPECT_EQ(v, 70u);
+    EXPECT_EQ(out.back().key, "x.k99999");
+}
