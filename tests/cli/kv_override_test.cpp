@@ -1,6 +1,8 @@
 // `gguf-mount merge` with --override-kv, --remove-kv and --chat-template-file: the bytes written
 // (sha256) against an independent writer of the rule (support/gguf_rewrite), a single unsplit file
 // edited offline, and the refusals with their one-line messages and nothing written.
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <map>
@@ -51,6 +53,38 @@ TEST(MergeOverrides, SetWithFlagsWritesTheRuleBytes) {
                             dir / "t.jinja"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(gguf_test::sha256_file(dir / "out.gguf"), gguf_test::sha256_hex(join_gguf(want)));
+}
+
+TEST(MergeOverrides, TheSidecarBesideTheFirstShardIsAppliedAsAMountServesIt) {
+    // Issue 30 item 10: merge ignored kvzoo.gguf.kv silently while mount and check applied it.
+    TempDir dir;
+    for (int i = 1; i <= 7; ++i) {
+        const std::string name = "kvzoo-0000" + std::to_string(i) + "-of-00007.gguf";
+        gguf_test::copy_file(fixture("kvzoo/t7/" + name), dir / name);
+    }
+    gguf_test::write_file(dir / "kvzoo.gguf.kv", "llama.context_length=int:8192\n");
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture("kvzoo/merged-reference.gguf")));
+    want.kvs[kv_index(want, "llama.context_length")] = gguf_test::raw_u32("llama.context_length", 8192);
+    want.kvs.push_back(gguf_test::raw_string("general.url", "u"));  // the sidecar's, then the flags'
+    const RunResult r = gm({"merge", dir / "kvzoo-00001-of-00007.gguf", dir / "out.gguf", "--override-kv",
+                            "general.url=str:u"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("applying the KV sidecar " + (dir / "kvzoo.gguf.kv") + " (1 edit; --no-sidecar leaves it out)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(dir / "out.gguf"), gguf_test::sha256_hex(join_gguf(want)));
+    // --no-sidecar: the shards alone, byte-identical to gguf-split --merge.
+    const RunResult plain = gm({"merge", "-q", "--no-sidecar", dir / "kvzoo-00001-of-00007.gguf", dir / "plain.gguf"});
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(gguf_test::sha256_file(dir / "plain.gguf"),
+              gguf_test::sha256_file(fixture("kvzoo/merged-reference.gguf")));
+    // A bad line writes nothing, naming the sidecar and the line.
+    gguf_test::write_file(dir / "kvzoo.gguf.kv", "# x\nllama.context_length=int4096\n");
+    const RunResult bad = gm({"merge", dir / "kvzoo-00001-of-00007.gguf", dir / "bad.gguf"});
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find(dir / "kvzoo.gguf.kv:2: llama.context_length"), std::string::npos) << bad.err;
+    struct stat st {};
+    EXPECT_NE(::stat((dir / "bad.gguf").c_str(), &st), 0);
 }
 
 TEST(MergeOverrides, SingleUnsplitFileIsEditedOffline) {

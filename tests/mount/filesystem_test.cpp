@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -302,6 +303,33 @@ TEST(Watcher, RevalidateRescansOnItsPeriodWithoutAnyLocalChange) {
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     EXPECT_TRUE(idle.stop(std::chrono::seconds(5)));
     EXPECT_EQ(idle.rescans(), 0u);
+}
+
+TEST(Watcher, AFailedRescanKeepsLiveUpdatesGoing) {
+    // Issue 30 item 3: "live updates stopped: std::bad_alloc" was final. A rescan that throws
+    // keeps the last version served, and the next one publishes what it finds.
+    TempDir tmp;
+    const std::string src = tmp / "src";
+    ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+    std::atomic<int> builds{0};
+    auto live = LiveFilesystem::with_builder("http://127.0.0.1:1/m/", [&] {
+        if (++builds == 2) throw std::bad_alloc();
+        return gguf::build_catalog(src);
+    });
+    live->rescan();  // build 1
+    gguf_mount::fs::Watcher::Options o;
+    o.revalidate = std::chrono::milliseconds(200);
+    gguf_mount::fs::Watcher watcher(*live, {}, o);
+    watcher.start();
+    gguf_test::write_file(src + "/a.txt", "a\n");
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        seen = live->current()->find("a.txt") != nullptr;
+    }
+    EXPECT_TRUE(watcher.stop(std::chrono::seconds(5)));
+    EXPECT_GE(builds.load(), 3);  // the failed build 2, then at least one more
+    EXPECT_TRUE(seen);
 }
 
 TEST(LiveFilesystem, LookupCountsKeepAttributesUntilForgotten) {
