@@ -281,7 +281,10 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
             why = "its partial output " + point->first + " is missing or shorter than recorded";
         }
     }
-    if (!why.empty()) spdlog::warn("{}: not continuing the interrupted merge ({}); starting from zero", output, why);
+    if (!why.empty()) {
+        spdlog::warn("{}: not continuing the interrupted merge ({}); starting from zero", gguf::quote_name(output),
+                     why);
+    }
     // Shards whose sha256 the Hub lists are checked whole as their bytes pass (a continued merge
     // does not read the bytes written before: it cannot check them).
     std::vector<const remote::RemoteSource*> checked;
@@ -290,7 +293,9 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
         auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
         if (it == sha256s.end()) continue;
         if (resume_from > 0) {
-            if (!quiet) spdlog::info("{}: continued merge: the shards' sha256 is not checked", output);
+            if (!quiet) {
+                spdlog::info("{}: continued merge: the shards' sha256 is not checked", gguf::quote_name(output));
+            }
             checked.clear();
             break;
         }
@@ -307,11 +312,11 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     };
     if (!out) ::unlink(state.c_str());
     for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
-        spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+        spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
     }
     if (!out) out.emplace(gguf::OutputFile::create(output, method));
     if (resume_from > 0 && !quiet) {
-        spdlog::info("continuing {} at byte {} of {}", out->temp_path(), resume_from, vf.size());
+        spdlog::info("continuing {} at byte {} of {}", gguf::quote_name(out->temp_path()), resume_from, vf.size());
     }
     checkpoint("temp-created");
 
@@ -370,8 +375,8 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     gguf::sync_directory(gguf::dir_name(output));
     checkpoint("published");
     if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} from {} into {}", shard_count, tensor_count, size_for_humans(vf.size()),
-                     source.shown, output);
+        spdlog::info("merged {} shard(s), {} tensors, {} from {} into {}", shard_count, tensor_count,
+                     size_for_humans(vf.size()), gguf::quote_name(source.shown), gguf::quote_name(output));
     }
     return 0;
 }
@@ -471,7 +476,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     gguf::ensure_absent(output);
     if (gguf::parse_shard_name(output)) {
         spdlog::warn("{}: the output name looks like a shard name; llama.cpp loaders may look for sibling shards",
-                     output);
+                     gguf::quote_name(output));
     }
     const gguf::KvOverrides overrides = use_sidecar ? with_sidecar(first, given) : given;
     const MergeInput in = open_merge_input(first, output, delete_splits, overrides);
@@ -493,7 +498,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     // Temporary files of earlier runs of this merge that were killed (kill -9, power loss):
     // only ".NAME.tmp-XXXXXX" files of this output name that no live process has locked.
     for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
-        spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+        spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
     }
     gguf::OutputFile out = gguf::OutputFile::create(output, publish_method_for(output));
     checkpoint("temp-created");
@@ -508,9 +513,11 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     out.publish();
     checkpoint("published");
     if (!quiet && shard_count == 0) {
-        spdlog::info("wrote {} with the edited metadata, {} tensors, {}", output, tensor_count, size_for_humans(vf.size()));
+        spdlog::info("wrote {} with the edited metadata, {} tensors, {}", gguf::quote_name(output), tensor_count,
+                     size_for_humans(vf.size()));
     } else if (!quiet) {
-        spdlog::info("merged {} shard(s), {} tensors, {} into {}", shard_count, tensor_count, size_for_humans(vf.size()), output);
+        spdlog::info("merged {} shard(s), {} tensors, {} into {}", shard_count, tensor_count,
+                     size_for_humans(vf.size()), gguf::quote_name(output));
     }
     if (delete_splits) {
         if (cancelled()) {

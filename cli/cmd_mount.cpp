@@ -121,7 +121,7 @@ struct FilteredOptions {
         if (reason.size() > kNotShown.size() && reason.compare(reason.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0) {
             reason.resize(reason.size() - kNotShown.size());
         }
-        spdlog::error("{}: {}; nothing mounted", p.path, reason);
+        spdlog::error("{}: {}; nothing mounted", gguf::quote_name(p.path), reason);
         refused = true;
     }
     return refused;
@@ -376,7 +376,7 @@ int run_mount(int argc, char** argv) {
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
     const bool remote_source = resolved.remote();
     if (!remote_source && !resolved.local_problem.empty()) {
-        spdlog::error("SOURCE {}: {}; nothing mounted", source_arg, resolved.local_problem);
+        spdlog::error("SOURCE {}: {}; nothing mounted", gguf::quote_name(source_arg), resolved.local_problem);
         return 1;
     }
 
@@ -407,9 +407,9 @@ int run_mount(int argc, char** argv) {
             return 1;
         }
         if (resolved.kind == SourceKind::HubRepo) {
-            spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", source,
+            spdlog::info("{}: revision {} pinned to commit {} ({} tree page(s)); cache {}", gguf::quote_name(source),
                          resolved.hub.source.revision, resolved.commit, resolved.tree_pages,
-                         resolved.context->cache().dir());
+                         gguf::quote_name(resolved.context->cache().dir()));
         }
         dopt.overrides = overrides;
         dopt.split_view = split_view;
@@ -429,9 +429,10 @@ int run_mount(int argc, char** argv) {
             }
             const bool hub_file = resolved.kind == SourceKind::HubFile;
             for (const auto& e : first_catalog->entries) {
-                spdlog::info("{}: {} shard(s), {}{}; cache {}", source, e.members.size(), size_for_humans(e.size()),
+                spdlog::info("{}: {} shard(s), {}{}; cache {}", gguf::quote_name(source), e.members.size(),
+                             size_for_humans(e.size()),
                              hub_file ? " at " + remote::url_for_message(resolved.url) : std::string(),
-                             resolved.context->cache().dir());
+                             gguf::quote_name(resolved.context->cache().dir()));
             }
             live = fs::LiveFilesystem::with_builder(source, [first_catalog, build, split_view]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
@@ -464,33 +465,39 @@ int run_mount(int argc, char** argv) {
     try {
         first = live->rescan();
     } catch (const std::exception& e) {
-        spdlog::error("{}: {}", shown_arg, e.what());
+        spdlog::error("{}: {}", gguf::quote_name(shown_arg), e.what());
         return 1;
     }
     for (const auto& n : live->current()->nodes()) {
         if (n.directory) continue;
-        spdlog::info("serving {}: {}, {}", n.path, gguf::entry_kind_name(n.kind), size_for_humans(n.file->size()));
+        spdlog::info("serving {}: {}, {}", gguf::quote_name(n.path), gguf::entry_kind_name(n.kind),
+                     size_for_humans(n.file->size()));
     }
     if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
     if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
         for (const auto& p : first.new_problems) spdlog::error("{}; nothing mounted", p.reason);
-        for (const auto& e : first.errors) spdlog::error("{}: cannot be opened: {}; nothing mounted", shown_arg, e);
+        for (const auto& e : first.errors) {
+            spdlog::error("{}: cannot be opened: {}; nothing mounted", gguf::quote_name(shown_arg), e);
+        }
         if (first.new_problems.empty() && first.errors.empty()) {
-            spdlog::error("{}: nothing to serve; nothing mounted", shown_arg);
+            spdlog::error("{}: nothing to serve; nothing mounted", gguf::quote_name(shown_arg));
         }
         return 1;
     }
     for (const auto& p : first.new_problems) fs::log_problem(p);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);
-    for (const auto& e : first.errors) spdlog::error("{}: not served: {}", shown_arg, e);
+    for (const auto& e : first.errors) spdlog::error("{}: not served: {}", gguf::quote_name(shown_arg), e);
     if (first.unpinned) {
-        spdlog::warn("{}: too many files to keep open: {} set(s) have their shards opened on demand (raise the "
-                     "descriptor limit, LimitNOFILE=, to keep them open)", shown_arg, first.unpinned);
+        spdlog::warn(
+            "{}: too many files to keep open: {} set(s) have their shards opened on demand (raise the "
+            "descriptor limit, LimitNOFILE=, to keep them open)",
+            gguf::quote_name(shown_arg), first.unpinned);
     }
     if (served == 0) {
-        spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes", shown_arg);
+        spdlog::warn("{}: nothing to serve yet; mounting an empty directory and watching for changes",
+                     gguf::quote_name(shown_arg));
     }
 
     if (!foreground && log_targets.file.empty()) {
@@ -521,7 +528,7 @@ int run_mount(int argc, char** argv) {
 #endif
         return fs::run_session(*live, so);
     } catch (const std::exception& e) {
-        spdlog::error("{}: {}", mountpoint, e.what());
+        spdlog::error("{}: {}", gguf::quote_name(mountpoint), e.what());
         return 1;
     }
 #endif

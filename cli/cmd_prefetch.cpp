@@ -26,6 +26,7 @@
 #include "gguf/error.hpp"
 #include "remote/source.hpp"
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::cli {
 
@@ -218,8 +219,8 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
         uint64_t fetched = 0;
         for (const auto& s : sources) fetched += s->bytes_fetched();
         spdlog::info("{}: {} remote file(s), {} (as stored on the server) cached in {}; {} fetched now",
-                     resolved.shown, sources.size(), size_for_humans(total), context->cache().dir(),
-                     size_for_humans(fetched));
+                     gguf::quote_name(resolved.shown), sources.size(), size_for_humans(total),
+                     gguf::quote_name(context->cache().dir()), size_for_humans(fetched));
     }
     return 0;
 }

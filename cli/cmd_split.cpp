@@ -26,6 +26,7 @@
 #include "gguf/model/split_plan.hpp"
 #include "gguf/model/split_set.hpp"
 #include "gguf/bytes/virtual_file.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::cli {
 
@@ -96,7 +97,7 @@ int split(const SplitArgs& a) {
     // Temporary files that killed earlier runs left for these names (see gguf/bytes/output.hpp).
     for (const std::string& name : finals) {
         for (const std::string& stale : gguf::remove_stale_temporaries(name)) {
-            spdlog::info("removed {}, left behind by an interrupted earlier run", stale);
+            spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
         }
     }
 
@@ -156,8 +157,9 @@ int split(const SplitArgs& a) {
         throw;
     }
     if (!a.quiet) {
-        spdlog::info("wrote {} shard(s) with {} tensors, {}: {} ... {}", count, header.tensors.size(), size_for_humans(total),
-                     finals.front(), gguf::base_name(finals.back()));
+        spdlog::info("wrote {} shard(s) with {} tensors, {}: {} ... {}", count, header.tensors.size(),
+                     size_for_humans(total), gguf::quote_name(finals.front()),
+                     gguf::quote_name(gguf::base_name(finals.back())));
     }
     return 0;
 }

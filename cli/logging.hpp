@@ -10,8 +10,10 @@ struct LogTargets {
     bool to_syslog = false;   ///< syslog (ident "gguf-mount", facility daemon) instead of stderr
     bool timestamps = false;  ///< stderr lines start with the local time, "2026-12-01 11:40:00.123 "
     /// Also append every message to this file, one line each with the local time ("" none).
-    /// Opened once per path for the life of the process (a daemon keeps writing to it after
-    /// the fork and the chdir("/"); give an absolute path).
+    /// Opened once per path for the life of the process and written through that descriptor
+    /// (a daemon keeps writing to it after the fork and the chdir("/"); give an absolute path).
+    /// Refused unless it is a regular file of the daemon's euid with one link, not a symbolic
+    /// link (O_NOFOLLOW), in a folder its group and others may not write (or a sticky one).
     std::string file;
 };
 
@@ -20,7 +22,7 @@ struct LogTargets {
 /// plus the log file of `targets`. Every message is escaped with gguf::escape
 /// (common/text.hpp) as it is written: call sites pass names and gguf::Error::what() raw.
 /// Throws std::invalid_argument for an unknown level name, std::runtime_error naming the file
-/// and the reason when the log file cannot be opened for appending.
+/// and the reason when the log file cannot be opened for appending or is refused (LogTargets::file).
 void setup_logging(const std::string& level, const LogTargets& targets);
 
 /// setup_logging(level, {to_syslog}): stderr in the foreground, syslog for a daemonized mount.

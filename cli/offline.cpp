@@ -69,8 +69,10 @@ gguf::WriteOptions write_options_from_env() {
 gguf::PublishMethod publish_method_for(const std::string& final_path) {
     const gguf::PublishMethod m = gguf::probe_publish_method(final_path);
     if (m == gguf::PublishMethod::ExclusiveRename) {
-        spdlog::info("{}: the file system has neither no-replace rename nor hard links; publishing with an "
-                     "O_EXCL placeholder and rename", gguf::dir_name(final_path));
+        spdlog::info(
+            "{}: the file system has neither no-replace rename nor hard links; publishing with an "
+            "O_EXCL placeholder and rename",
+            gguf::quote_name(gguf::dir_name(final_path)));
     }
     return m;
 }

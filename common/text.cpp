@@ -101,4 +101,20 @@ std::string hex_bytes(std::string_view bytes) {
     return out;
 }
 
+std::string quote_name(std::string_view name) {
+    auto plain = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '@' ||
+               c == '%' || c == '+' || c == '=' || c == ':' || c == ',' || c == '.' || c == '/' || c == '-';
+    };
+    bool all_plain = !name.empty();
+    for (char c : name) all_plain = all_plain && plain(c);
+    if (all_plain) return std::string(name);
+    std::string out = "'";
+    for (char c : name) {
+        if (c == '\'') out += "'\"'\"'";
+        else out += c;
+    }
+    return out + "'";
+}
+
 }  // namespace gguf

@@ -26,6 +26,17 @@ namespace gguf {
 /// (4 characters after x: backslash, x, f, f); "a\\b" -> "a\\\\b".
 std::string escape(std::string_view text);
 
+/// `name` (a file name, path, URL or key) as one POSIX shell word that a shell takes literally,
+/// the form of names in log lines: a log line pasted into a shell, or a log file a shell
+/// sources, never expands, redirects or runs anything a name holds (issue 30). `name` itself
+/// when it is not empty and every byte is one of A-Z a-z 0-9 _ @ % + = : , . / -; else the name
+/// in single quotes, each "'" in it written as '"'"' (the rule of Python's shlex.quote; POSIX
+/// Shell Command Language 2.2.2: nothing between single quotes is special). The result is raw
+/// text, escaped once where it is printed like any other (escape() keeps every quote, so the
+/// word stays one inert word and the escaping reversible). Examples: "kvzoo.gguf" -> kept;
+/// "$(touch x).gguf" -> "'$(touch x).gguf'"; "it's" -> "'it'\"'\"'s'"; "" -> "''".
+std::string quote_name(std::string_view name);
+
 /// True when escape(text) == text (nothing to escape), i.e. `text` is printable UTF-8
 /// without a backslash.
 bool needs_no_escape(std::string_view text) noexcept;

@@ -34,6 +34,7 @@
 #include "fs/errors.hpp"
 #include "gguf/bytes/byte_source.hpp"
 #include "gguf/error.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::fs {
 
@@ -114,8 +115,9 @@ void warn_read_failure(Context& c, const OpenFile& of, uint64_t offset, const gg
         if (!reason.empty()) why = std::move(reason);
     }
     std::string tail = suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "";
-    spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}", shard,
-                 s.failed_length, s.failed_offset, why, of.path, offset, tail);
+    spdlog::warn("{}: read of {} bytes at offset {} failed: {}; replying EIO to a read of {} at offset {}{}",
+                 gguf::quote_name(shard), s.failed_length, s.failed_offset, why, gguf::quote_name(of.path), offset,
+                 tail);
 }
 
 /// 0 when the caller of `req` may access `node`'s source paths with `mode` as a direct open
@@ -256,7 +258,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             const bool no_fds = e == EMFILE || e == ENFILE;
             uint64_t suppressed = 0;
             if (c.read_warnings.admit(WarningLimiter::Clock::now(), &suppressed)) {
-                spdlog::warn("{}: cannot open: {}{}{}", node->path, err.what(),
+                spdlog::warn("{}: cannot open: {}{}{}", gguf::quote_name(node->path), err.what(),
                              no_fds ? " (too many open files: raise the descriptor limit, LimitNOFILE=)" : "",
                              suppressed ? " (" + std::to_string(suppressed) + " similar warnings suppressed)" : "");
             }

@@ -71,10 +71,11 @@ void raise_readahead(const std::string& mountpoint, dev_t dev, unsigned kb) {
     out << kb << '\n';
     out.flush();
     if (!out) {
-        spdlog::info("{}: readahead left at the kernel default: cannot write {} (needs root)", mountpoint, path);
+        spdlog::info("{}: readahead left at the kernel default: cannot write {} (needs root)",
+                     gguf::quote_name(mountpoint), path);
         return;
     }
-    spdlog::debug("{}: FUSE readahead set to {} KiB ({})", mountpoint, kb, path);
+    spdlog::debug("{}: FUSE readahead set to {} KiB ({})", gguf::quote_name(mountpoint), kb, path);
 }
 
 /// The sd_notify STATUS= line of a mount serving `files` files at `mountpoint`.
@@ -238,7 +239,7 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
     }
     SelfReader reader(mountpoint, paths, std::move(empty));
     if (!reader.start(fuse_fd)) {
-        spdlog::warn("{}: cannot start the start-up read check ({}); READY=1 without it", mountpoint,
+        spdlog::warn("{}: cannot start the start-up read check ({}); READY=1 without it", gguf::quote_name(mountpoint),
                      std::strerror(errno));
         ready.announce(serving_status(snap->file_count(), mountpoint));
         return;
@@ -268,11 +269,12 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
                 if (live.current() != snap) break;  // SOURCE changed meanwhile: the rescan logged it
                 const Node& n = *nodes[r.value];
                 if (n.file->source_changed()) {
-                    spdlog::warn("{}: skipped at start-up: its source changed while starting (still being written?); "
-                                 "served again once it settles",
-                                 paths[r.value]);
+                    spdlog::warn(
+                        "{}: skipped at start-up: its source changed while starting (still being written?); "
+                        "served again once it settles",
+                        gguf::quote_name(paths[r.value]));
                 } else {
-                    spdlog::warn("{}: not readable through the mount at start-up: {}", paths[r.value],
+                    spdlog::warn("{}: not readable through the mount at start-up: {}", gguf::quote_name(paths[r.value]),
                                  std::strerror(r.error));
                 }
                 break;
@@ -289,18 +291,19 @@ void after_mount(const std::string& mountpoint, const LiveFilesystem& live, unsi
         pollfd p{stop_fd, POLLIN, 0};
         if (stop_fd >= 0 && ::poll(&p, 1, 0) == 1) stopping = true;
         if (gone || stopping) {
-            spdlog::info("{}: the mount went away before it became ready", mountpoint);
+            spdlog::info("{}: the mount went away before it became ready", gguf::quote_name(mountpoint));
             return;
         }
         std::string how = "status unknown";
         if (status >= 0 && WIFSIGNALED(status)) how = std::string("killed by ") + strsignal(WTERMSIG(status));
         if (status >= 0 && WIFEXITED(status)) how = "exit status " + std::to_string(WEXITSTATUS(status));
-        spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", mountpoint, how);
+        spdlog::warn("{}: the start-up read check ended early ({}); READY=1 without it", gguf::quote_name(mountpoint),
+                     how);
     }
     std::string status_line = serving_status(snap->file_count(), mountpoint);
     if (skipped) status_line += " (" + std::to_string(skipped) + " not readable at start-up, see the log)";
     ready.announce(status_line);
-    spdlog::debug("{}: ready", mountpoint);
+    spdlog::debug("{}: ready", gguf::quote_name(mountpoint));
 }
 
 /// Starts after_mount on a thread that blocks the termination signals, so they keep
@@ -316,13 +319,13 @@ std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFi
             } catch (...) {
                 // Out of memory, most likely. The reader is reaped (~SelfReader) and the mount
                 // serves: say it is ready rather than keep systemd or the parent waiting.
-                spdlog::warn("{}: the start-up read check failed; READY=1 without it", mountpoint);
+                spdlog::warn("{}: the start-up read check failed; READY=1 without it", gguf::quote_name(mountpoint));
                 ready.announce(serving_status(live.current()->file_count(), mountpoint));
             }
         });
     } catch (const std::exception& e) {
         spdlog::warn("{}: cannot start the post-mount thread: {}; READY=1 without the start-up read check",
-                     mountpoint, e.what());
+                     gguf::quote_name(mountpoint), e.what());
         ready.announce(serving_status(live.current()->file_count(), mountpoint));
         return {};
     }
@@ -452,10 +455,10 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     ArgsGuard a;
     if (fuse_opt_add_arg(&a.args, "gguf-mount") != 0 || fuse_opt_add_arg(&a.args, "-o") != 0 ||
         fuse_opt_add_arg(&a.args, option_list.c_str()) != 0 || (opts.debug && fuse_opt_add_arg(&a.args, "-d") != 0)) {
-        spdlog::error("{}: out of memory building the FUSE arguments", mnt);
+        spdlog::error("{}: out of memory building the FUSE arguments", gguf::quote_name(mnt));
         return 1;
     }
-    spdlog::debug("{}: FUSE options {}", mnt, option_list);
+    spdlog::debug("{}: FUSE options {}", gguf::quote_name(mnt), option_list);
 
     Context context;
     context.live = &live;
@@ -463,17 +466,22 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     context.deferred = &deferred;
     context.check_callers = can_switch_credentials();
     if (context.check_callers) {
-        spdlog::debug("{}: each reader may open what its own user and groups may open (as root, the daemon takes "
-                      "on each reader's identity to check open, opendir and lookup)", mnt);
+        spdlog::debug(
+            "{}: each reader may open what its own user and groups may open (as root, the daemon takes "
+            "on each reader's identity to check open, opendir and lookup)",
+            gguf::quote_name(mnt));
     } else {
-        spdlog::info("{}: this daemon cannot switch to a caller's credentials (not root): access is judged from the "
-                     "served modes alone, narrowed by the directories on the way (README, Permissions)", mnt);
+        spdlog::info(
+            "{}: this daemon cannot switch to a caller's credentials (not root): access is judged from the "
+            "served modes alone, narrowed by the directories on the way (README, Permissions)",
+            gguf::quote_name(mnt));
     }
     const fuse_lowlevel_ops& ops = lowlevel_ops();
     std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&a.args, &ops, sizeof ops, &context));
     if (!se) {
         // libfuse printed the reason (an unknown option, usually) on stderr.
-        spdlog::error("{}: cannot create the FUSE session (invalid mount options: {})", mnt, option_list);
+        spdlog::error("{}: cannot create the FUSE session (invalid mount options: {})", gguf::quote_name(mnt),
+                      option_list);
         return 1;
     }
 
@@ -482,7 +490,9 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     Notifier notifier;
     notifier.inval_entry = [session](uint64_t parent, const std::string& name) {
         int rc = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
-        if (rc != 0 && rc != -ENOENT) spdlog::debug("notify_inval_entry({}, {}): {}", parent, name, std::strerror(-rc));
+        if (rc != 0 && rc != -ENOENT) {
+            spdlog::debug("notify_inval_entry({}, {}): {}", parent, gguf::quote_name(name), std::strerror(-rc));
+        }
     };
     notifier.inval_inode = [session](uint64_t ino) {
         // Negative offset: attributes only. A directory's listing is never cached (op_opendir),
@@ -497,24 +507,25 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     try {
         watcher = std::make_unique<Watcher>(live, std::move(notifier), opts.watch);
     } catch (const std::exception& e) {
-        spdlog::error("{}: {}", mnt, e.what());
+        spdlog::error("{}: {}", gguf::quote_name(mnt), e.what());
         return 1;
     }
 
     if (fuse_set_signal_handlers(se.get()) != 0) {
-        spdlog::error("{}: cannot install the signal handlers", mnt);
+        spdlog::error("{}: cannot install the signal handlers", gguf::quote_name(mnt));
         return 1;
     }
     if (!install_sighup(watcher->wake_fd(), nullptr)) {
         fuse_remove_signal_handlers(se.get());
-        spdlog::error("{}: cannot install the SIGHUP handler: {}", mnt, std::strerror(errno));
+        spdlog::error("{}: cannot install the SIGHUP handler: {}", gguf::quote_name(mnt), std::strerror(errno));
         return 1;
     }
     if (fuse_session_mount(se.get(), mnt.c_str()) != 0) {
         restore_sighup();
         fuse_remove_signal_handlers(se.get());
-        spdlog::error("{}: cannot mount (see the libfuse message above; is /dev/fuse usable and fusermount3 installed?)",
-                      mnt);
+        spdlog::error(
+            "{}: cannot mount (see the libfuse message above; is /dev/fuse usable and fusermount3 installed?)",
+            gguf::quote_name(mnt));
         return 1;
     }
     // A mount point inside SOURCE: from now on stat() of it gives the root of this mount (the
@@ -522,20 +533,20 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     // yet). The watcher, started below, must never walk into it.
     if (std::optional<MountInfo> m = topmost_mount(mnt)) live.skip_directory(makedev(m->major, m->minor), kRootInode);
     const size_t files = live.current()->file_count();
-    spdlog::info("{}: mounted ({} file{})", mnt, files, files == 1 ? "" : "s");
+    spdlog::info("{}: mounted ({} file{})", gguf::quote_name(mnt), files, files == 1 ? "" : "s");
 
     if (!opts.foreground && opts.before_daemonize) {
         try {
             opts.before_daemonize();
         } catch (const std::exception& e) {
             // Keep serving: the file system is mounted and must not be left without a daemon.
-            spdlog::warn("{}: {}", mnt, e.what());
+            spdlog::warn("{}: {}", gguf::quote_name(mnt), e.what());
         }
     }
     Readiness ready;
     if (!opts.foreground ? !daemonize_until_ready(mnt, fuse_session_fd(se.get()), &ready)
                          : fuse_daemonize(1) != 0) {
-        spdlog::error("{}: cannot daemonize: {}", mnt, std::strerror(errno));
+        spdlog::error("{}: cannot daemonize: {}", gguf::quote_name(mnt), std::strerror(errno));
         fuse_session_unmount(se.get());
         restore_sighup();
         fuse_remove_signal_handlers(se.get());
@@ -552,7 +563,8 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     try {
         watcher->start();
     } catch (const std::exception& e) {
-        spdlog::error("{}: cannot start live updates ({}); SOURCE changes need a remount", mnt, e.what());
+        spdlog::error("{}: cannot start live updates ({}); SOURCE changes need a remount", gguf::quote_name(mnt),
+                      e.what());
     }
 
     int rc;
@@ -575,7 +587,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     // client's bound (remote/http.hpp). Before the session goes: they reply through it.
     deferred.stop();
     if (stop_reader >= 0 && ::eventfd_write(stop_reader, 1) != 0) {
-        spdlog::debug("{}: cannot signal the start-up reader: {}", mnt, std::strerror(errno));
+        spdlog::debug("{}: cannot signal the start-up reader: {}", gguf::quote_name(mnt), std::strerror(errno));
     }
     // The watcher must be gone before the session: it sends notifications through it. A
     // notification can only hang if the kernel waits for a request nobody reads any more; then
@@ -583,7 +595,7 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     bool watcher_stopped = watcher->stop(std::chrono::seconds(2));
     restore_sighup();
     if (!watcher_stopped) {
-        spdlog::warn("{}: the live-update thread did not stop; leaving it to the process exit", mnt);
+        spdlog::warn("{}: the live-update thread did not stop; leaving it to the process exit", gguf::quote_name(mnt));
         (void)watcher.release();
     }
     fuse_session_unmount(se.get());
@@ -600,16 +612,16 @@ int run_session(LiveFilesystem& live, const SessionOptions& opts) {
     free_open_handles(context);
 
     if (uint64_t n = context.read_warnings.take_suppressed()) {
-        spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", mnt, n);
+        spdlog::warn("{}: {} more shard read errors were not logged (rate limit)", gguf::quote_name(mnt), n);
     }
     if (rc < 0) {
-        spdlog::error("{}: FUSE session failed: {}", mnt, std::strerror(-rc));
+        spdlog::error("{}: FUSE session failed: {}", gguf::quote_name(mnt), std::strerror(-rc));
         return 1;
     }
     if (rc > 0) {
-        spdlog::info("{}: unmounted after signal {} ({})", mnt, rc, strsignal(rc));
+        spdlog::info("{}: unmounted after signal {} ({})", gguf::quote_name(mnt), rc, strsignal(rc));
     } else {
-        spdlog::info("{}: unmounted", mnt);
+        spdlog::info("{}: unmounted", gguf::quote_name(mnt));
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "fs/watcher.hpp"
 #include "common/threads.hpp"
+#include "common/text.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -52,15 +53,21 @@ void log_problem(const gguf::Problem& p) {
 }
 
 void log_rescan(const RescanResult& r, const std::string& source) {
-    for (const auto& p : r.changes.added) spdlog::info("{}: now serving {}", source, p);
-    for (const auto& p : r.changes.replaced) spdlog::info("{}: {} changed; serving its new content", source, p);
-    for (const auto& p : r.changes.removed) spdlog::info("{}: no longer serving {}", source, p);
+    for (const auto& p : r.changes.added) {
+        spdlog::info("{}: now serving {}", gguf::quote_name(source), gguf::quote_name(p));
+    }
+    for (const auto& p : r.changes.replaced) {
+        spdlog::info("{}: {} changed; serving its new content", gguf::quote_name(source), gguf::quote_name(p));
+    }
+    for (const auto& p : r.changes.removed) {
+        spdlog::info("{}: no longer serving {}", gguf::quote_name(source), gguf::quote_name(p));
+    }
     for (const auto& p : r.new_problems) log_problem(p);
     for (const auto& n : r.new_notes) spdlog::warn("{}", n.reason);
-    for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", source, e);
+    for (const auto& e : r.errors) spdlog::warn("{}: not served for now: {}", gguf::quote_name(source), e);
     if (r.unpinned) {
-        spdlog::debug("{}: {} set(s) past the descriptor budget: their shards are opened on demand", source,
-                      r.unpinned);
+        spdlog::debug("{}: {} set(s) past the descriptor budget: their shards are opened on demand",
+                      gguf::quote_name(source), r.unpinned);
     }
 }
 
@@ -95,7 +102,7 @@ void Watcher::start() {
         try {
             run();
         } catch (const std::exception& e) {
-            spdlog::error("{}: live updates stopped: {}", live_.source(), e.what());
+            spdlog::error("{}: live updates stopped: {}", gguf::quote_name(live_.source()), e.what());
         }
         std::lock_guard<std::mutex> lock(done_mutex_);
         done_ = true;
@@ -157,8 +164,8 @@ void Watcher::sync_inotify_watches() {
         int wd = ::inotify_add_watch(inotify_fd_, path.c_str(), kInotifyMask);
         if (wd < 0) {
             if (!inotify_full_logged_) {
-                spdlog::warn("{}: cannot watch with inotify ({}); changes are found by polling every {} ms", path,
-                             std::strerror(errno), options_.poll_interval.count());
+                spdlog::warn("{}: cannot watch with inotify ({}); changes are found by polling every {} ms",
+                             gguf::quote_name(path), std::strerror(errno), options_.poll_interval.count());
                 inotify_full_logged_ = true;
             }
             continue;
@@ -238,8 +245,8 @@ void Watcher::rescan_and_notify(const char* why) {
     ++rescans_;
     watched_ = live_.watched();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    spdlog::debug("{}: rescanned ({}) in {} ms: {} name change(s), {} attribute change(s)", live_.source(), why, ms,
-                  r.changes.entries.size(), r.changes.attributes.size());
+    spdlog::debug("{}: rescanned ({}) in {} ms: {} name change(s), {} attribute change(s)",
+                  gguf::quote_name(live_.source()), why, ms, r.changes.entries.size(), r.changes.attributes.size());
     log_rescan(r, live_.source());
     for (const auto& e : r.changes.entries) {
         if (stopping_) return;
@@ -256,8 +263,8 @@ void Watcher::rescan_and_notify(const char* why) {
 void Watcher::run() {
     inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (inotify_fd_ < 0) {
-        spdlog::warn("{}: inotify unavailable ({}); changes are found by polling every {} ms", live_.source(),
-                     std::strerror(errno), options_.poll_interval.count());
+        spdlog::warn("{}: inotify unavailable ({}); changes are found by polling every {} ms",
+                     gguf::quote_name(live_.source()), std::strerror(errno), options_.poll_interval.count());
     }
     watched_ = live_.watched();
     sync_inotify_watches();
@@ -300,7 +307,7 @@ void Watcher::run() {
         }
         if (stopping_) return;
         if (requested) {
-            spdlog::info("{}: rescan requested (SIGHUP)", live_.source());
+            spdlog::info("{}: rescan requested (SIGHUP)", gguf::quote_name(live_.source()));
             rescan_and_notify("requested");
         } else if (revalidating && now >= next_revalidate) {
             rescan_and_notify("revalidate");

@@ -15,6 +15,7 @@
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/model/split_set.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -56,7 +57,7 @@ std::string remote_source_url(const std::string& source, RemoteOptions* ro, std:
     auto context = std::make_shared<RemoteContext>(*ro);
     HubListing listing(context, hub.source, hub.endpoint, hub.token_source);
     const std::string commit = listing.fetch_commit();
-    spdlog::debug("{}: revision {} is commit {}", source, hub.source.revision, commit);
+    spdlog::debug("{}: revision {} is commit {}", gguf::quote_name(source), hub.source.revision, commit);
     if (sha256s) {
         // The shards' lfs.oid: the tree of their folder at the commit.
         HubSource folder = hub.source;
@@ -72,8 +73,10 @@ std::string remote_source_url(const std::string& source, RemoteOptions* ro, std:
             // Offline, a cache whose tree record is missing (a cache filled before the tree was
             // listed for a file) still serves what it holds, unchecked.
             if (!ro->offline || e.sys_errno() != ENOENT) throw;
-            spdlog::info("{}: the tree of its folder at commit {} is not in the cache (--offline): its shards' "
-                         "sha256 is not checked", source, commit);
+            spdlog::info(
+                "{}: the tree of its folder at commit {} is not in the cache (--offline): its shards' "
+                "sha256 is not checked",
+                gguf::quote_name(source), commit);
         }
         for (const auto& item : items) {
             auto file = std::dynamic_pointer_cast<const RemoteSource>(item.part.source);

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -70,9 +71,10 @@ void RemoteContext::note_head_validator(const std::string& url, const std::strin
             first = head_logged_.insert(origin).second;
         }
         if (first) {
-            spdlog::warn("{}: HEAD and GET answer different ETags ({} and {} for {}); revalidation trusts this "
-                         "HEAD answer from now on (each revalidation would otherwise cost a ranged GET per file)",
-                         origin, head, get, url_for_message(url));
+            spdlog::warn(
+                "{}: HEAD and GET answer different ETags ({} and {} for {}); revalidation trusts this "
+                "HEAD answer from now on (each revalidation would otherwise cost a ranged GET per file)",
+                gguf::quote_name(origin), head, get, gguf::quote_name(url_for_message(url)));
         }
     } catch (...) {
     }

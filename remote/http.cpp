@@ -3,6 +3,7 @@
 #include "remote/http_rules.hpp"
 #include "remote/hub.hpp"
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 #include <curl/curl.h>
 
@@ -544,7 +545,7 @@ void HttpClient::note_rate_limited(const std::string& origin, Clock::time_point 
     if (!fresh) return;
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(until - now + std::chrono::milliseconds(500)).count();
     spdlog::warn("{}: rate limited (HTTP 429{}{}): waiting {} s before asking again (at most {} s in all per request)",
-                 origin, hint.bucket.empty() ? "" : ", bucket \"" + hint.bucket + "\"",
+                 gguf::quote_name(origin), hint.bucket.empty() ? "" : ", bucket \"" + hint.bucket + "\"",
                  hint.policy.empty() ? "" : ", policy " + hint.policy, std::max<int64_t>(secs, 0),
                  options_.rate_limit_patience.count());
 }

@@ -10,6 +10,7 @@
 #include "remote/bounds.hpp"
 #include "remote/token.hpp"
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -235,7 +236,7 @@ std::string HubListing::fetch_tree(std::vector<HubTreeEntry>* out) {
                        std::make_move_iterator(page.begin() + static_cast<std::ptrdiff_t>(std::min(room, page.size()))));
         if (cut) {
             spdlog::warn("{}: the tree has more than {} entries (the model-directory limit); the rest is not listed",
-                         shown, max_names_);
+                         gguf::quote_name(shown), max_names_);
             break;
         }
         next = parse_link_next(link, final_url);

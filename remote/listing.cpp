@@ -11,6 +11,7 @@
 #include "remote/bounds.hpp"
 #include "remote/index.hpp"
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -133,7 +134,7 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
     }
     if (listed_ > max_names_) {
         spdlog::warn("{}: more than {} names listed under it (the model-directory limit); the rest is not listed",
-                     root(), max_names_);
+                     gguf::quote_name(root()), max_names_);
     }
     if (!context_->options().offline) cache.save_listing(dir_url, listing_json(kept));
     std::vector<std::string> urls;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/bytes/byte_source.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -59,7 +60,8 @@ ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_
             return client_.get_range(location, offset, len, dst, got, &answered, deadline);
         } catch (const HttpError& e) {
             // An expired signed URL, a CDN node gone: resolve again through the given URL.
-            spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(), name_);
+            spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(),
+                          gguf::quote_name(name_));
         }
     }
     ObjectInfo info = client_.get_range(url_, offset, len, dst, got, &answered, deadline);
@@ -113,7 +115,8 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     if (reading_.offline) {
         if (!offline_logged_.exchange(true)) {
             spdlog::warn("{}: block {} (bytes {}-{}) is not cached and --offline is set: reads of it fail with EIO",
-                         name_, block, block * BlockCache::kBlockSize, block * BlockCache::kBlockSize + len - 1);
+                         gguf::quote_name(name_), block, block * BlockCache::kBlockSize,
+                         block * BlockCache::kBlockSize + len - 1);
         }
         rc = -EIO;
     } else {
@@ -136,11 +139,12 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
             }
             if (other_version()) {
                 if (!other_version_logged_.exchange(true)) {
-                    spdlog::warn("{}: the server answered another version (validator {} -> {}, size {} -> {}): changed "
-                                 "on the server, or its backends disagree. Reads of uncached blocks fail with EIO "
-                                 "while it does, cached blocks are still served; a changed file is served as a new "
-                                 "version after the next revalidation or a remount",
-                                 name_, info_.validator, info.validator, info_.size, info.size);
+                    spdlog::warn(
+                        "{}: the server answered another version (validator {} -> {}, size {} -> {}): changed "
+                        "on the server, or its backends disagree. Reads of uncached blocks fail with EIO "
+                        "while it does, cached blocks are still served; a changed file is served as a new "
+                        "version after the next revalidation or a remount",
+                        gguf::quote_name(name_), info_.validator, info.validator, info_.size, info.size);
                 }
                 rc = -EIO;
             }
@@ -175,7 +179,7 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     cv_.notify_all();
     if (rc != 0) return rc;
     if (bytes) *bytes = buf;
-    spdlog::debug("{}: block {} ({} bytes) fetched in {} ms{}", name_, block, got,
+    spdlog::debug("{}: block {} ({} bytes) fetched in {} ms{}", gguf::quote_name(name_), block, got,
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
                   bytes ? "" : " (read-ahead)");
     if (!reading_.store_blocks) return 0;  // stays in fresh_ until read to its end

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "remote/url_parts.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -46,12 +47,13 @@ bool TokenSupply::reload(bool force) {
     try {
         auto token = find_hub_token(env_);
         if (!token || token->value.empty()) {
-            spdlog::debug("Hugging Face token file {} holds no token now; keeping the last one", path_);
+            spdlog::debug("Hugging Face token file {} holds no token now; keeping the last one",
+                          gguf::quote_name(path_));
             return false;
         }
         if (token->value == value_) return false;
         value_ = std::move(token->value);
-        spdlog::info("Hugging Face token re-read from {} (it changed)", token->source);
+        spdlog::info("Hugging Face token re-read from {} (it changed)", gguf::quote_name(token->source));
         return true;
     } catch (const std::exception& e) {
         spdlog::debug("{}; keeping the last token", e.what());

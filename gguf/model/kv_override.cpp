@@ -318,6 +318,10 @@ KvEdit parse_edit(std::string_view spec, const std::string& origin, const AtFile
     e.kind = KvEdit::Kind::Set;
     e.key = std::string(spec.substr(0, eq));
     e.origin = origin;
+    // "KEY =int:1" would otherwise set a new key "KEY " beside KEY (issue 30, item 9).
+    if (trim(e.key).size() != e.key.size()) {
+        throw bad(origin, e.key.substr(0, 80) + ": blanks around the key; write KEY=TYPE:VALUE");
+    }
     check_key(e.key, origin);
     const std::string_view rest = spec.substr(eq + 1);
     const size_t colon = rest.find(':');
@@ -433,6 +437,7 @@ KvOverrides parse_sidecar_text(std::string_view text, const std::string& path, c
         throw Error(Code::TooLarge, path + ": " + std::to_string(text.size()) + " bytes, more than the " +
                                         std::to_string(kMaxSidecarBytes) + " allowed");
     }
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 BOM (Windows editors)
     KvOverrides out;
     size_t line_no = 0;
     auto next_line = [&](size_t* at_pos, std::string_view* line) {

@@ -8,7 +8,8 @@
 //   -KEY             remove KEY (--remove-kv KEY on the command line)
 //   --chat-template-file FILE  is tokenizer.chat_template=str:@FILE
 // Sidecar NAME.gguf.kv: one KEY=TYPE:VALUE or -KEY per line; blank lines and lines whose first
-// non-blank character is '#' are skipped; leading blanks and a trailing CR are dropped. One bad
+// non-blank character is '#' are skipped; a UTF-8 byte order mark at the start of the file,
+// leading blanks and a trailing CR are dropped. One bad
 // line refuses the whole sidecar. A sidecar is the contents of a folder, so it speaks for whoever
 // can write that folder, not for the daemon (which often runs as root):
 //  - it is opened without following a symlink (a link named NAME.gguf.kv is refused), and only a
@@ -29,6 +30,8 @@
 // and a trailing CR are not dropped there, except the CR of a CRLF line), joined with "\n"; no
 // newline follows the last one (end the body with an empty line to have one). Works in remote
 // sidecars too, where str:@FILE is refused.
+// Blanks around KEY ("KEY =int:1", also on the command line) are refused, not trimmed: such a
+// line names a key no model has, and "blanks around the key" says why it did not apply.
 //
 // The rule (what a rewrite of the file would produce), applied in the order the edits are given:
 //  - a key that is in the list keeps its place and its GGUF type: int goes into any integer type
@@ -155,7 +158,8 @@ struct KvOverrides {
 /// Parses "KEY=TYPE:VALUE" (see the top of this file). `origin` starts every message;
 /// `base_dir` resolves a relative str:@FILE ("" = the working directory). Reads @FILE now
 /// (at most 2^30 bytes, the longest GGUF string). Throws gguf::Error(Code::BadArgument)
-/// "ORIGIN: ..." for a missing '=' or ':', an empty key, a key with a NUL byte or longer than
+/// "ORIGIN: ..." for a missing '=' or ':', an empty key, blanks (space, tab) at either end of the
+/// key ("ORIGIN: KEY : blanks around the key; write KEY=TYPE:VALUE"), a key with a NUL byte or longer than
 /// 65535 bytes, a layout key (general.alignment, split.*), an unknown type, a value that is not
 /// an integer / a number / true|false or does not fit the exact type; Code::Io naming FILE when
 /// @FILE cannot be read.

@@ -11,6 +11,7 @@
 #include "common/threads.hpp"
 #include "gguf/error.hpp"
 #include "remote/s3/list_objects.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote::s3 {
 namespace {
@@ -82,7 +83,9 @@ std::vector<S3Listing::Entry> S3Listing::fetch(const std::string& prefix) {
             throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (ListObjectsV2)", e.sys_errno());
         }
         ListPage page = parse_list_page(body, where);
-        for (const ListProblem& p : page.problems) spdlog::warn("{}: {}: {}; not listed", where, p.key, p.reason);
+        for (const ListProblem& p : page.problems) {
+            spdlog::warn("{}: {}: {}; not listed", gguf::quote_name(where), gguf::quote_name(p.key), p.reason);
+        }
         for (const ObjectEntry& o : page.contents) {
             if (o.key.size() <= prefix.size() || o.key.compare(0, prefix.size(), prefix) != 0) continue;
             Entry x;
@@ -136,7 +139,7 @@ std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& pat
         item.directory = e.directory;
         if (++listed_ > max_names_) {
             spdlog::warn("{}: more than {} names listed under it (the model-directory limit); the rest is not listed",
-                         root(), max_names_);
+                         gguf::quote_name(root()), max_names_);
             item.directory = false;
             item.error = s3_location(bucket_, prefix + e.name) + ": past the limit of " + std::to_string(max_names_) +
                          " names; not opened";

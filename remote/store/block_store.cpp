@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/threads.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -85,7 +86,7 @@ void BlockStore::commit(const std::string& key, const std::string& name, uint64_
     // Only now: a block evicted while still listed as staged would be neither readable nor
     // fetched again (holds() takes a staged block as available).
     cache_.evict_if_over();
-    spdlog::debug("{}: block {} committed in {} ms", name, block,
+    spdlog::debug("{}: block {} committed in {} ms", gguf::quote_name(name), block,
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
@@ -95,8 +96,8 @@ void BlockStore::log_failure(const std::string& key, const std::string& name, ui
             std::lock_guard<std::mutex> lock(blocks_mutex_);
             if (!failure_logged_.insert(key).second) return;
         }
-        spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", name, block, cache_.dir(),
-                     std::strerror(-err));
+        spdlog::warn("{}: cannot store block {} in {}: {} (reads are served, not cached)", gguf::quote_name(name),
+                     block, gguf::quote_name(cache_.dir()), std::strerror(-err));
     } catch (...) {
     }
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gguf/bytes/file_io.hpp"
+#include "common/text.hpp"
 
 namespace gguf_mount::remote {
 
@@ -158,10 +159,11 @@ std::string BlockCache::open_once(const std::string& url) {
     const std::string server = name.substr(0, name.find('/', scheme == std::string::npos ? 0 : scheme + 3));
     std::lock_guard<std::mutex> lock(logged_mutex);
     if (logged.insert(server).second) {
-        spdlog::warn("{} sends neither ETag nor Last-Modified (first seen for {}): a file replaced by another of the "
-                     "same size could not be told apart, so its files' cached blocks serve one open only and each "
-                     "mount fetches them again",
-                     server, name);
+        spdlog::warn(
+            "{} sends neither ETag nor Last-Modified (first seen for {}): a file replaced by another of the "
+            "same size could not be told apart, so its files' cached blocks serve one open only and each "
+            "mount fetches them again",
+            gguf::quote_name(server), gguf::quote_name(name));
     }
     return key;
 }

@@ -12,6 +12,9 @@
 #endif
 
 #include <atomic>
+#include <climits>
+#include <deque>
+#include <vector>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -101,21 +104,110 @@ Dir::~Dir() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-Dir open_top(const std::string& path) {
-    for (size_t i = 1; i <= path.size(); ++i) {
-        if (i != path.size() && path[i] != '/') continue;
-        const std::string part = path.substr(0, i);
-        if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-            throw std::runtime_error(part + ": cannot create the cache directory: " + std::strerror(errno));
-        }
+namespace {
+
+/// Why the directory `st` at `at`, a parent on the way to the cache directory `top`, is not
+/// trusted (one line naming both), or "": owned by geteuid() or root, and not writable by its
+/// group or others unless sticky (only the owner of an entry may then rename or remove it; the
+/// rule ssh applies to the folders of its files, sshd_config(5) StrictModes).
+std::string untrusted_parent(const std::string& top, const std::string& at, const struct stat& st) {
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+        return top + ": its parent folder " + at + " is owned by uid " + std::to_string(st.st_uid) +
+               ", neither this daemon's uid " + euid_text() +
+               " nor root: refused (its owner could put a link where the cache directory is); give another --cache-dir";
     }
-    Dir dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) throw std::runtime_error(path + ": cannot open the cache directory: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(dir.fd(), &st) != 0) throw std::runtime_error(path + ": " + std::strerror(errno));
-    std::string why = untrusted_dir(path, st);
-    if (!why.empty()) throw std::runtime_error(why);
-    return dir;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+        return top + ": its parent folder " + at + " is writable by its group or others without the sticky bit (mode " +
+               mode_text(st.st_mode) +
+               "): refused (another user could put a link where the cache directory is); give another --cache-dir";
+    }
+    return "";
+}
+
+/// `at` + "/" + `name`, for messages.
+std::string child_path(const std::string& at, const std::string& name) {
+    return at == "/" ? "/" + name : at + "/" + name;
+}
+
+/// The components of `path` in order, without empty ones and ".".
+void push_components(const std::string& path, std::deque<std::string>* out, bool front) {
+    std::vector<std::string> parts;
+    for (size_t at = 0; at <= path.size();) {
+        size_t end = path.find('/', at);
+        if (end == std::string::npos) end = path.size();
+        const std::string part = path.substr(at, end - at);
+        if (!part.empty() && part != ".") parts.push_back(part);
+        at = end + 1;
+    }
+    if (front) out->insert(out->begin(), parts.begin(), parts.end());
+    else out->insert(out->end(), parts.begin(), parts.end());
+}
+
+}  // namespace
+
+Dir open_top(const std::string& given, bool create) {
+    std::string path = given;
+    if (path.empty() || path.front() != '/') {
+        char cwd[PATH_MAX];
+        if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error(given + ": cannot resolve the cache directory");
+        path = std::string(cwd) + "/" + path;
+    }
+    // Walked from "/" one component at a time, each opened relative to its verified parent with
+    // O_NOFOLLOW: a link in a parent position is followed only when a verified folder holds it,
+    // the last component must not be a link at all.
+    std::deque<std::string> todo;
+    push_components(path, &todo, false);
+    Dir cur(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    std::string at = "/";
+    int links = 0;
+    for (;;) {
+        struct stat st {};
+        if (!cur || ::fstat(cur.fd(), &st) != 0) throw std::runtime_error(at + ": " + std::strerror(errno));
+        if (todo.empty()) {  // the cache directory itself
+            std::string why = untrusted_dir(path, st);
+            if (!why.empty()) throw std::runtime_error(why);
+            return cur;
+        }
+        std::string why = untrusted_parent(path, at, st);
+        if (!why.empty()) throw std::runtime_error(why);
+        const std::string name = todo.front();
+        todo.pop_front();
+        const bool last = todo.empty();
+        const std::string next = name == ".." ? (at.rfind('/') == 0 ? "/" : at.substr(0, at.rfind('/')))
+                                              : child_path(at, name);
+        if (create && name != ".." && ::mkdirat(cur.fd(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+            throw std::runtime_error(next + ": cannot create the cache directory: " + std::strerror(errno));
+        }
+        Dir d(::openat(cur.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!d) {
+            const int e = errno;
+            if (e == ENOENT && !create) return Dir();
+            struct stat lst {};
+            const bool link = (e == ELOOP || e == ENOTDIR) &&
+                              ::fstatat(cur.fd(), name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode);
+            if (link && last) {
+                throw std::runtime_error(path +
+                                         ": is a symbolic link: refused (the cache directory must be a directory "
+                                         "itself); give the folder it points to as --cache-dir");
+            }
+            if (!link) throw std::runtime_error(open_failure(cur.fd(), name, next, e));
+            if (++links > 40) {
+                throw std::runtime_error(path + ": cannot open the cache directory: " + std::strerror(ELOOP));
+            }
+            std::string target(PATH_MAX, '\0');
+            const ssize_t n = ::readlinkat(cur.fd(), name.c_str(), target.data(), target.size());
+            if (n <= 0) throw std::runtime_error(next + ": " + std::strerror(n < 0 ? errno : ENOENT));
+            target.resize(static_cast<size_t>(n));
+            push_components(target, &todo, true);
+            if (target.front() == '/') {
+                cur = Dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+                at = "/";
+            }
+            continue;
+        }
+        cur = std::move(d);
+        at = next;
+    }
 }
 
 Dir open_sub(const Dir& parent, const std::string& name, const std::string& path, bool create, std::string* why,

@@ -3,7 +3,8 @@
 // Trust rule: a cache directory is used only when it is a directory owned by the daemon's
 // effective uid and not writable by its group or others (a directory another user may write is
 // one where links can be planted: a root daemon would then write server bytes, create files or
-// delete files wherever they point). Below the directory the user named, nothing is reached by
+// delete files wherever they point); its parents, owned by the euid or root and not writable by
+// others unless sticky, and it is no link itself (open_top). Below it, nothing is reached by
 // path: every directory is opened with openat(O_DIRECTORY | O_NOFOLLOW) relative to a verified
 // parent descriptor and verified itself (fstat), files are opened O_NOFOLLOW, new files are made
 // O_CREAT | O_EXCL, renames and unlinks stay within one verified descriptor (renameat, unlinkat),
@@ -47,10 +48,17 @@ private:
     int fd_ = -1;
 };
 
-/// Opens the directory `path` as the user named it (a link there is followed: the user chose
-/// it), creating it and missing parents with mode 0700 first, and verifies it. Throws
-/// std::runtime_error with the one line of untrusted_dir(), or naming the path and the errno.
-Dir open_top(const std::string& path);
+/// Opens the cache directory `path` (relative: to the working directory), creating it and
+/// missing parents with mode 0700 first when `create`, and verifies it. It is reached from "/"
+/// one component at a time, each opened with openat(O_DIRECTORY | O_NOFOLLOW) relative to its
+/// verified parent: every folder on the way must be owned by geteuid() or root and not writable
+/// by its group or others unless sticky (as sshd_config(5) StrictModes asks of a key's folders),
+/// a link on the way is followed only out of such a folder, and the last component must be a
+/// directory, not a link to one (a user who may write its parent could point it anywhere: root
+/// would build, evict and clear the cache there). Returns an empty Dir when !create and a
+/// component is missing. Throws std::runtime_error with one line naming `path`, the folder and
+/// what is wrong (untrusted_dir() for the directory itself), or naming the path and the errno.
+Dir open_top(const std::string& path, bool create);
 
 /// Opens the sub-directory `name` of the verified `parent` (at `path`, for messages) without
 /// following a link, creating it with mode 0700 when `create` and it is missing, and verifies

@@ -51,20 +51,8 @@ void add_records(const Dir& dir, Kind kind, std::vector<File>* out) {
 
 Dirs open_dirs(const std::string& dir, bool create) {
     Dirs d;
-    Dir top;
-    if (create) {
-        top = cache_files::open_top(dir);
-    } else {
-        top = Dir(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!top) {
-            if (errno == ENOENT) return d;
-            throw std::runtime_error(dir + ": cannot open the cache directory: " + std::strerror(errno));
-        }
-        struct stat st {};
-        if (::fstat(top.fd(), &st) != 0) throw std::runtime_error(dir + ": " + std::strerror(errno));
-        const std::string why = cache_files::untrusted_dir(dir, st);
-        if (!why.empty()) throw std::runtime_error(why);
-    }
+    Dir top = cache_files::open_top(dir, create);
+    if (!top) return d;
     d.path = dir + "/v1";
     std::string why;
     int err = 0;

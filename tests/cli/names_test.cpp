@@ -99,7 +99,7 @@ TEST(Names, SplitAndMergeInfoLinesEscapeNames) {
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", prefix + "-00001-of-00002.gguf", out});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(no_control_bytes(r.err));
-    EXPECT_NE(r.err.find("into " + work / "m\\x0a\\x1b[31m.gguf"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("into '" + work / "m\\x0a\\x1b[31m.gguf'"), std::string::npos) << r.err;  // quote_name
     // An error names the file escaped too.
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", prefix + "-00001-of-00002.gguf", out});
     EXPECT_EQ(r.exit_code, 1);

@@ -86,6 +86,113 @@ TEST_F(LogLines, ADaemonizedMountWithALogFileWritesItsLaterMessagesThere) {
     EXPECT_EQ(lines_with(text, "now serving kvzoo.gguf").size(), 1u) << text;
 }
 
+/// The one line `r` printed on stderr: "gguf-mount: error: --log-file LOG: WHY; nothing mounted".
+std::string only_line(const gguf_test::RunResult& r) {
+    const auto all = lines(r.err);
+    return all.size() == 1 ? all[0] : "(" + std::to_string(all.size()) + " lines) " + r.err;
+}
+
+/// Issue 30, item 5: root opened logs/gguf.log through a link planted by the owner of logs/ (uid
+/// 65534) and appended to what it named. A link, a file of another uid, a hard link and a
+/// folder others may write are each refused with one line and exit status 1, and the file the
+/// link or hard link names is left as it was.
+TEST_F(LogLines, ALogFileThatIsALinkOrNotTheDaemonsOwnIsRefusedAndItsTargetUntouched) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (a folder of uid 65534)";
+    mount_test::copy_kvzoo(src_);
+    const std::string victim = root_ + "/victim", logs = root_ + "/logs", log_file = logs + "/gguf.log";
+    ASSERT_EQ(::mkdir(victim.c_str(), 0700), 0);
+    gguf_test::write_file(victim + "/secret", "root's own\n");
+    ASSERT_EQ(::chmod((victim + "/secret").c_str(), 0600), 0);
+    ASSERT_EQ(::mkdir(logs.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(logs.c_str(), 65534, 65534), 0);
+    auto mount_with_log = [&] {
+        return gguf_test::run({gguf_test::gguf_mount_binary(), src_, mnt_, "--log-file", log_file});
+    };
+    const std::string refused = "gguf-mount: error: --log-file " + log_file + ": ";
+
+    ASSERT_EQ(::symlink((victim + "/secret").c_str(), log_file.c_str()), 0);
+    auto r = mount_with_log();
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(only_line(r), refused + "is a symbolic link: refused (the daemon would append to whatever it points "
+                                      "to); give the file itself; nothing mounted");
+    EXPECT_EQ(gguf_test::read_file(victim + "/secret"), "root's own\n");
+    EXPECT_FALSE(mount_test::exists(mnt_ + "/kvzoo.gguf")) << "mounted";
+    // A link to a file that is not there yet (the issue's victim/profile.sh): nothing is created.
+    ASSERT_EQ(::unlink(log_file.c_str()), 0);
+    ASSERT_EQ(::symlink((victim + "/profile.sh").c_str(), log_file.c_str()), 0);
+    r = mount_with_log();
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(only_line(r).find("is a symbolic link: refused"), std::string::npos) << r.err;
+    EXPECT_FALSE(mount_test::exists(victim + "/profile.sh"));
+    // The folder's owner puts their own file there.
+    ASSERT_EQ(::unlink(log_file.c_str()), 0);
+    gguf_test::write_file(log_file, "");
+    ASSERT_EQ(::chown(log_file.c_str(), 65534, 65534), 0);
+    r = mount_with_log();
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(only_line(r), refused + "is owned by uid 65534, not by this daemon's uid 0: refused (its owner chose "
+                                      "what it is); remove it or give another file; nothing mounted");
+    // A hard link to root's file.
+    ASSERT_EQ(::unlink(log_file.c_str()), 0);
+    ASSERT_EQ(::link((victim + "/secret").c_str(), log_file.c_str()), 0);
+    r = mount_with_log();
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(only_line(r), refused + "has 2 hard links: refused (another name of it may be any file); remove it or "
+                                      "give another file; nothing mounted");
+    EXPECT_EQ(gguf_test::read_file(victim + "/secret"), "root's own\n");
+    // A folder everyone may write, without the sticky bit.
+    ASSERT_EQ(::unlink(log_file.c_str()), 0);
+    ASSERT_EQ(::chown(logs.c_str(), 0, 0), 0);
+    ASSERT_EQ(::chmod(logs.c_str(), 0777), 0);
+    r = mount_with_log();
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(only_line(r), refused + "its folder " + logs + " is writable by its group or others without the sticky "
+                                      "bit (mode 0777): refused (another user could put a link there); give a folder "
+                                      "only its owner may write; nothing mounted");
+    EXPECT_FALSE(mount_test::exists(log_file));
+    // With the sticky bit (as /tmp) the daemon's own new file is fine.
+    ASSERT_EQ(::chmod(logs.c_str(), 01777), 0);
+    r = mount_with_log();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256);
+    EXPECT_NE(gguf_test::read_file(log_file).find("serving kvzoo.gguf"), std::string::npos);
+}
+
+/// Issue 30, item 5: a served name "$(touch ...)" reached a log line as it is, and a shell that
+/// sourced the log ran it. A name in a log line is one shell word that a shell takes literally:
+/// quoted when it holds anything but [A-Za-z0-9_@%+=:,./-], escaped inside as everywhere.
+TEST_F(LogLines, ServedNamesAreQuotedSoThatAShellTakesThemLiterally) {
+    gguf_test::write_file(src_ + "/$(touch pwned)`touch pwned2`.txt", "x");
+    gguf_test::write_file(src_ + "/it's\na;b.txt", "y");
+    ASSERT_TRUE(mount());
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    const std::string text = gguf_test::without_timestamps(log());
+    const std::vector<std::pair<std::string, std::string>> words = {
+        // the word in the log line, and what a shell makes of it (the escaped name)
+        {"'$(touch pwned)`touch pwned2`.txt'", "$(touch pwned)`touch pwned2`.txt"},
+        {"'it'\"'\"'s\\x0aa;b.txt'", "it's\\x0aa;b.txt"},
+    };
+    const std::string shell_dir = root_ + "/shell";
+    ASSERT_EQ(::mkdir(shell_dir.c_str(), 0755), 0);
+    for (const auto& [word, literal] : words) {
+        EXPECT_EQ(lines_with(text, "gguf-mount: info: serving " + word + ": companion").size(), 1u) << text;
+        // The word as the log has it, given to sh: printed as it is, nothing run.
+        const auto said = lines_with(text, "gguf-mount: info: serving ");
+        std::string found;
+        for (const auto& l : said) {
+            const size_t at = l.find("serving ") + 8, end = l.rfind(": companion");
+            if (end != std::string::npos && l.compare(at, word.size(), word) == 0) found = l.substr(at, end - at);
+        }
+        ASSERT_FALSE(found.empty()) << text;
+        gguf_test::write_file(shell_dir + "/line.sh", "printf '%s' " + found + " > out\n");
+        auto r = gguf_test::run({"/bin/sh", "-c", "cd " + shell_dir + " && . ./line.sh"});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(gguf_test::read_file(shell_dir + "/out"), literal);
+    }
+    EXPECT_FALSE(mount_test::exists(shell_dir + "/pwned")) << "a name in the log ran a command";
+    EXPECT_FALSE(mount_test::exists(shell_dir + "/pwned2")) << "a name in the log ran a command";
+}
+
 /// With no syslog daemon a daemonized mount says once, before it forks, that its later messages
 /// are lost and what to do (the socket checked is moved to a missing path for the test).
 TEST_F(LogLines, WithoutASyslogSocketADaemonizedMountWarnsOnce) {

@@ -83,7 +83,7 @@ TEST_F(NamesMountTest, DaemonLogEscapesNamesAndReportsPathsLongerThanPathMax) {
     for (const std::string& line : mount_test::lines_with(text, "vil")) {
         EXPECT_EQ(line.rfind("gguf-mount: ", 0), 0u) << line;
     }
-    EXPECT_EQ(mount_test::lines_with(text, "serving e\\x0a\\x1b[31mvil.txt: companion").size(), 1u) << text;
+    EXPECT_EQ(mount_test::lines_with(text, "serving 'e\\x0a\\x1b[31mvil.txt': companion").size(), 1u) << text;
     EXPECT_EQ(mount_test::lines_with(text, "e\\x0a\\x1b[31mvil-00002-of-00007.gguf: missing shard 2 of 7").size(), 1u)
         << text;
     EXPECT_EQ(mount_test::lines_with(text, "File name too long, the path is").size(), 1u) << text;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -100,6 +101,73 @@ TEST_F(CacheTrust, AGroupOrOtherWritableDirectoryIsRefused) {
     EXPECT_NE(refusal(cache_).find(meta + ": the cache directory is writable by its group or others (mode 0777)"),
               std::string::npos)
         << refusal(cache_);
+}
+
+/// Issue 30, item 8: a user who may write the cache's parent put a link there, and root built
+/// v1/ (and evicted, and cleared) inside a root-only folder. The last component is opened with
+/// O_NOFOLLOW: refused with one line, nothing made where it points, `cache clear` removes nothing.
+TEST_F(CacheTrust, ALinkAsTheCacheDirectoryIsRefusedAndNothingIsMadeOrRemovedWhereItPoints) {
+    const std::string victim = tmp_ / "victim";
+    ASSERT_EQ(::mkdir(victim.c_str(), 0700), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), cache_.c_str()), 0);
+    const std::string why = cache_ + ": is a symbolic link: refused (the cache directory must be a directory itself); "
+                                     "give the folder it points to as --cache-dir";
+    EXPECT_EQ(refusal(cache_), why);
+    EXPECT_TRUE(entries(victim).empty()) << "created through the link: " << entries(victim).front();
+    // A cache that is there (root's own, in the victim folder): `cache clear` through the link
+    // removes none of it.
+    {
+        BlockCache real(victim + "/c", 0);
+        const std::string data(1 << 20, 'a');
+        ASSERT_EQ(real.store(BlockCache::object_key("http://h/x.gguf", "\"e1\""), 0, data.data(), data.size()), 0);
+    }
+    ASSERT_EQ(::unlink(cache_.c_str()), 0);
+    ASSERT_EQ(::symlink((victim + "/c").c_str(), cache_.c_str()), 0);
+    const auto before = entries(victim + "/c/v1/objects");
+    ASSERT_EQ(before.size(), 1u);
+    const auto blocks = entries(victim + "/c/v1/objects/" + before[0]);
+    ASSERT_NE(std::find(blocks.begin(), blocks.end(), "0"), blocks.end());
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "cache", "clear", "--cache-dir", cache_});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "gguf-mount: error: " + why + "\n");
+    EXPECT_EQ(entries(victim + "/c/v1/objects"), before);
+    EXPECT_EQ(entries(victim + "/c/v1/objects/" + before[0]), blocks);
+}
+
+/// Issue 30, item 8: every folder on the way is checked as the cache directory itself is, but
+/// owned by the daemon's uid or root, and group/other-writable only when sticky (as /tmp).
+TEST_F(CacheTrust, AParentFolderAnotherUserMayWriteIsRefusedNamingItAndWhy) {
+    require_root();
+    if (IsSkipped()) return;
+    const std::string parent = tmp_ / "p", deeper = parent + "/q/c";
+    ASSERT_EQ(::mkdir(parent.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(parent.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(refusal(deeper), deeper + ": its parent folder " + parent + " is owned by uid 65534, neither this "
+                                        "daemon's uid 0 nor root: refused (its owner could put a link where the "
+                                        "cache directory is); give another --cache-dir");
+    EXPECT_TRUE(entries(parent).empty()) << "created in the folder of uid 65534";
+    ASSERT_EQ(::chown(parent.c_str(), 0, 0), 0);
+    ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+    EXPECT_EQ(refusal(deeper), deeper + ": its parent folder " + parent + " is writable by its group or others "
+                                        "without the sticky bit (mode 0777): refused (another user could put a link "
+                                        "where the cache directory is); give another --cache-dir");
+    EXPECT_TRUE(entries(parent).empty());
+    ASSERT_EQ(::chmod(parent.c_str(), 0775), 0);
+    EXPECT_NE(refusal(deeper).find("(mode 0775)"), std::string::npos) << refusal(deeper);
+    // Sticky (as /tmp): fine, and the missing folders are made.
+    ASSERT_EQ(::chmod(parent.c_str(), 01777), 0);
+    EXPECT_EQ(refusal(deeper), "");
+    EXPECT_EQ(entries(deeper), std::vector<std::string>{"v1"});
+    // A link on the way, in a folder only root may write, is followed (a cache on another disk).
+    ASSERT_EQ(::symlink("p/q", (tmp_ / "elsewhere").c_str()), 0);
+    EXPECT_EQ(refusal(tmp_ / "elsewhere/c"), "");
+    // ... but not out of a folder another user owns.
+    ASSERT_EQ(::mkdir((tmp_ / "u").c_str(), 0755), 0);
+    ASSERT_EQ(::symlink((tmp_ / "p/q").c_str(), (tmp_ / "u/link").c_str()), 0);
+    ASSERT_EQ(::chown((tmp_ / "u").c_str(), 65534, 65534), 0);
+    EXPECT_NE(refusal(tmp_ / "u/link/c").find("its parent folder " + (tmp_ / "u") + " is owned by uid 65534"),
+              std::string::npos)
+        << refusal(tmp_ / "u/link/c");
 }
 
 TEST_F(CacheTrust, ALinkedLockCreatesNothingThroughTheLink) {

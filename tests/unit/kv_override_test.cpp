@@ -346,6 +346,34 @@ TEST(KvSidecar, AnyBadLineRefusesTheWholeSidecarNamingFileAndLine) {
                 std::string("m.gguf.kv:2: llama.context_length: the key is u32, str cannot go into it"));
 }
 
+/// Issue 30, item 9: "KEY =..." added a junk key "KEY " and a BOM a junk key "\xef\xbb\xbfKEY".
+TEST(KvSidecar, ABomIsDroppedAndBlanksAroundTheKeyAreRefusedNamingOriginAndKey) {
+    gguf_test::TempDir dir;
+    gguf_test::write_file(dir / "m.gguf.kv", "\xEF\xBB\xBFllama.context_length=int:4096\n-general.description\n");
+    const gguf::KvOverrides o = gguf::read_kv_sidecar(dir / "m.gguf.kv");
+    ASSERT_EQ(o.edits.size(), 2u);
+    EXPECT_EQ(o.edits[0].key, "llama.context_length");
+    EXPECT_EQ(o.edits[0].origin, dir / "m.gguf.kv:1");
+    // The BOM line overrides the key the model has: it stays u32 in its place, no key is added.
+    RawGguf want = cut_gguf(gguf_test::read_file(fixture(kTiny)));
+    want.kvs[kv_index(want, "llama.context_length")] = gguf_test::raw_u32("llama.context_length", 4096);
+    want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.description")));
+    EXPECT_TRUE(edited_single(fixture(kTiny), o) == join_gguf(want));
+    // A BOM elsewhere is part of the key (a key may hold any UTF-8), only the file's first is dropped.
+    EXPECT_EQ(gguf::parse_kv_sidecar("a=str:1\n\xEF\xBB\xBF" "b=str:2\n", "s.kv", nullptr).edits[1].key,
+              "\xEF\xBB\xBF" "b");
+
+    gguf_test::write_file(dir / "m.gguf.kv", "general.name=str:ok\nllama.context_length =int:8192\n");
+    EXPECT_EQ(error_of([&] { gguf::read_kv_sidecar(dir / "m.gguf.kv"); }),
+              dir / "m.gguf.kv:2: llama.context_length : blanks around the key; write KEY=TYPE:VALUE");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override("llama.context_length\t=int:1", "--override-kv"); }),
+              "--override-kv: llama.context_length\t: blanks around the key; write KEY=TYPE:VALUE");
+    EXPECT_EQ(error_of([] { gguf::parse_kv_override(" general.name=str:x", "--override-kv"); }),
+              "--override-kv:  general.name: blanks around the key; write KEY=TYPE:VALUE");
+    // Blanks in the value are the value's (a string keeps them).
+    EXPECT_EQ(gguf::parse_kv_override("general.name=str: x ", "--override-kv").text, " x ");
+}
+
 TEST(KvSidecar, MissingSidecarIsAnIoError) {
     EXPECT_PRED2(contains, error_of([] { gguf::read_kv_sidecar("/nonexistent/m.gguf.kv"); }, gguf::Code::Io),
                 std::string("/nonexistent/m.gguf.kv: No such file or directory"));

@@ -1,10 +1,13 @@
 // gguf::escape (common/text.hpp): the one escaping rule for names in output.
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "common/text.hpp"
+#include "support/support.hpp"
 
 namespace {
 
@@ -64,5 +67,24 @@ TEST(Escape, IsInjectiveAndReversible) {
 }
 
 TEST(Escape, HexBytes) { EXPECT_EQ(gguf::hex_bytes(std::string("a\n\xff\0", 4)), "610aff00"); }
+
+/// Names in log lines (issue 30, item 5): one shell word that /bin/sh takes literally.
+TEST(QuoteName, PlainNamesAsTheyAreOthersInSingleQuotesThatShRemovesExactly) {
+    EXPECT_EQ(gguf::quote_name("Q4_K_M/kvzoo-00001-of-00007.gguf"), "Q4_K_M/kvzoo-00001-of-00007.gguf");
+    EXPECT_EQ(gguf::quote_name("s3://b/k=1,v@2%+:x"), "s3://b/k=1,v@2%+:x");
+    EXPECT_EQ(gguf::quote_name(""), "''");
+    EXPECT_EQ(gguf::quote_name("$(touch x).gguf"), "'$(touch x).gguf'");
+    EXPECT_EQ(gguf::quote_name("it's"), "'it'\"'\"'s'");
+    EXPECT_EQ(gguf::quote_name("caf\xc3\xa9 model.gguf"), "'caf\xc3\xa9 model.gguf'");
+    // What sh makes of the printed word (escaped once, as a log line has it): the escaped name,
+    // and nothing run, for every shell-active byte.
+    gguf_test::TempDir dir;
+    const std::string name = "a b;c|d&e>f<g`h`$(i)${j}*k?[l]~m#n!o\"p'q\\r\ns\tt{u}";
+    gguf_test::write_file(dir / "w.sh", "printf '%s' " + gguf::escape(gguf::quote_name(name)) + " > out\n");
+    EXPECT_EQ(std::system(("cd " + dir.path() + " && /bin/sh ./w.sh").c_str()), 0);
+    EXPECT_EQ(gguf_test::read_file(dir / "out"), gguf::escape(name));
+    EXPECT_EQ(unescape(gguf_test::read_file(dir / "out")), name);
+    EXPECT_FALSE(std::filesystem::exists(dir / "f")) << "a redirection ran";
+}
 
 }  // namespace
