@@ -360,7 +360,7 @@ TEST(KvSidecar, ABomIsDroppedAndBlanksAroundTheKeyAreRefusedNamingOriginAndKey) 
     want.kvs.erase(want.kvs.begin() + static_cast<long>(kv_index(want, "general.description")));
     EXPECT_TRUE(edited_single(fixture(kTiny), o) == join_gguf(want));
     // A BOM elsewhere is part of the key (a key may hold any UTF-8), only the file's first is dropped.
-    EXPECT_EQ(gguf::parse_kv_sidecar("a=str:1\n\xEF\xBB\xBF" "b=str:2\n", "s.kv", nullptr).edits[1].key,
+    EXPECT_EQ(gguf::parse_kv_sidecar("a=str:1\n\xEF\xBB\xBF" "b=str:2\n", "s.kv").edits[1].key,
               "\xEF\xBB\xBF" "b");
 
     gguf_test::write_file(dir / "m.gguf.kv", "general.name=str:ok\nllama.context_length =int:8192\n");
