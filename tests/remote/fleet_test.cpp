@@ -327,7 +327,9 @@ TEST_F(Fleet, TheS3TierSignsOnlyReadsOfItsOwnBucketAsChecked) {
         EXPECT_EQ(r.status, 200) << target << ": " << r.body;
         EXPECT_NE(r.body.find("<Name>ml.models</Name>"), std::string::npos) << target << ": " << r.body;
     }
-    const size_t accepted = served.size() + 2;
+    // The x-id=GetObject and %2E forms share the cache key of their plain forms (the target as
+    // checked and sent): answered from the tier's cache. Two objects and two listings went up.
+    const size_t accepted = 4;
 
     // Refused before anything is signed or sent.
     const std::vector<std::pair<std::string, int>> refused = {

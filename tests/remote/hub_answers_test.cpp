@@ -142,25 +142,6 @@ TEST_F(HubAnswers, AMirrorThatIgnoresRangeIsRefusedNamingTheMirror) {
         << all;
 }
 
-// Mounted, a repo of one model on such a mirror serves nothing: the mount fails with the one line
-// and exit 1 (issue 30.7: it mounted an empty directory and exited 0).
-TEST_F(HubAnswers, AMountOfAMirrorThatIgnoresRangeFailsWithOneLine) {
-    HubRepoSpec spec;
-    spec.ignore_range = true;
-    spec.files.push_back(HubRepoFile{"tiny.gguf", gguf_test::fixture("tiny-llama/tiny-llama.gguf"), true});
-    hub_ = std::make_unique<HubEmulation>(spec);
-    std::string error;
-    ASSERT_TRUE(hub_->start(&error)) << error;
-    ::setenv("HF_ENDPOINT", hub_->endpoint().c_str(), 1);
-    ASSERT_TRUE(start({"--cache-dir", cache_, "--net-timeout", "3"}, "hf://test-org/test-repo"));
-    EXPECT_EQ(daemon_.wait_exit(std::chrono::seconds(30)), std::optional<int>(1)) << log();
-    EXPECT_FALSE(mount_test::find_mount(mnt_));
-    const auto lines = mount_test::lines_with(log(), "nothing mounted");
-    ASSERT_EQ(lines.size(), 1u) << log();
-    EXPECT_NE(lines[0].find("the server ignored the Range request"), std::string::npos) << lines[0];
-    EXPECT_EQ(log().find("mounting an empty directory"), std::string::npos) << log();
-}
-
 TEST_F(HubAnswers, LinkHeadersOverTheLimitAreOneLineNotACrash) {
     // libcurl itself refuses answers with more than 300 KiB of headers ("Too large response
     // headers"): 4 Link headers of 64,000 bytes (256 KB) reach the Link scanner, over its 64 KiB.

@@ -487,7 +487,7 @@ TEST(S3CredentialProcess, CredentialsInsideTheMarginAreRefreshedAtMostOncePerMin
     ASSERT_TRUE(kept);
     EXPECT_EQ(kept->access_key_id, "AKIASHORT");
     EXPECT_EQ(runs(dir, "helper"), 4u);
-    source.get(t0 + std::chrono::seconds(230));
+    source.get(t0 + std::chrono::seconds(220));  // 20 s before Expiration, 20 s after the failed try
     EXPECT_EQ(runs(dir, "helper"), 4u);
     // ... until they are about to expire: then its error is said.
     std::string message;
