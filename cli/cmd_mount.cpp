@@ -40,6 +40,7 @@
 #include "gguf/model/shard_view.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/folder_listing.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -126,6 +127,29 @@ struct FilteredOptions {
     }
     return refused;
 }
+
+#if defined(GGUF_MOUNT_WITH_REMOTE) && defined(GGUF_MOUNT_WITH_FUSE)
+/// Why a remote folder that serves nothing after its first scan `first` must not be mounted: the
+/// definite failure of its root listing (remote::FolderListing), else the first problem of a
+/// server that ignores Range (its files cannot be read, whichever listing found them); "" when
+/// the server could not be reached or simply holds nothing to serve (yet).
+std::string definite_folder_failure(const gguf::DirectoryListing* listing, const fs::RescanResult& first) {
+    if (const auto* folder = dynamic_cast<const remote::FolderListing*>(listing)) {
+        if (std::string why = folder->definite_failure(); !why.empty()) return why;
+    }
+    static const std::string kNotShown = "; not shown";
+    for (const auto& p : first.new_problems) {
+        if (p.reason.find(remote::kRangeIgnored) == std::string::npos) continue;
+        std::string reason = p.reason;
+        if (reason.size() > kNotShown.size() && reason.compare(reason.size() - kNotShown.size(), kNotShown.size(), kNotShown) == 0)
+            reason.resize(reason.size() - kNotShown.size());
+        return reason;
+    }
+    for (const auto& e : first.errors)
+        if (e.find(remote::kRangeIgnored) != std::string::npos) return e;
+    return "";
+}
+#endif
 
 /// The -o spellings of the mount command's own long options: each declared long name with '-'
 /// and with '_' ("cache-dir", "cache_dir"), and FUSE 2's "nonempty" for --allow-non-empty
@@ -475,6 +499,17 @@ int run_mount(int argc, char** argv) {
     }
     if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    // A remote folder whose server gave a definite answer (a 4xx, no such bucket, a listing that
+    // does not parse, no Range) fails now, as a first shard does; only one that could not be
+    // reached mounts empty and fills in.
+    if (remote_source && !single_set && served == 0) {
+        if (const std::string why = definite_folder_failure(resolved.listing.get(), first); !why.empty()) {
+            spdlog::error("{}; nothing mounted", why);
+            return 1;
+        }
+    }
+#endif
     if (served == 0 && single_set) {
         // A first-shard SOURCE names one set: say what is wrong with it, once, and stop.
         for (const auto& p : first.new_problems) spdlog::error("{}; nothing mounted", p.reason);

@@ -99,7 +99,10 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
     }
     // The catalog walks from the root: a new walk (a mount's rebuild) starts a new budget.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (path.empty()) listed_ = 0;
+    if (path.empty()) {
+        listed_ = 0;
+        set_definite_failure("");
+    }
     if (listed_ > max_names_) return {};  // the budget was spent: nothing fetched, nothing listed
     std::vector<IndexEntry> entries;
     BlockCache& cache = context_->cache();
@@ -117,7 +120,12 @@ std::vector<gguf::DirectoryListing::Item> HttpDirectoryListing::list_bounded(con
             std::string body = context_->client().get_page(dir_url + query, &content_type, &final_url);
             entries = parse_index(body, content_type, final_url);
         } catch (const HttpError& e) {
-            throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (directory index)", e.sys_errno());
+            const std::string line = std::string(e.what()) + " (directory index)";
+            if (path.empty() && definite_answer(e)) set_definite_failure(line);
+            throw gguf::Error(gguf::Code::Io, line, e.sys_errno());
+        } catch (const gguf::Error& e) {
+            if (path.empty()) set_definite_failure(e.what());  // an index page that does not parse
+            throw;
         }
     }
     // Names shown (not hidden) count against the walk's budget before any file is opened: one

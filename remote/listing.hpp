@@ -9,11 +9,12 @@
 
 #include "gguf/model/catalog.hpp"
 #include "remote/bounds.hpp"
+#include "remote/folder_listing.hpp"
 #include "remote/source.hpp"
 
 namespace gguf_mount::remote {
 
-class HttpDirectoryListing final : public gguf::DirectoryListing {
+class HttpDirectoryListing final : public FolderListing {
 public:
     /// `root_url` must end with '/'. Nothing is fetched until list(). `max_names`: the names
     /// one walk may list (kMaxListedNames, the catalog's CatalogOptions::max_entries; tests
@@ -34,6 +35,8 @@ public:
     /// Each page fetched is stored in the cache as the last good listing of its URL
     /// (BlockCache::save_listing, the kept names only); with --offline the stored listing is used
     /// instead of the network (Io with ENOENT naming the URL when none is stored).
+    /// The root's definite failure (FolderListing::definite_failure) is its index page answered
+    /// with a definite error (definite_answer: a 404, a 403) or that does not parse.
     std::vector<Item> list(const std::string& path) override;
     std::string root() const override;
 

@@ -77,11 +77,92 @@ function sign(p) {
         ', Signature=' + signature;
 }
 
-/// $gguf_fleet_s3_uri: the path and query sent upstream; "" when the target cannot be decoded
-/// (s3.conf answers 400 then).
+/// The ListObjectsV2 request parameters ("ListObjectsV2" in the Amazon S3 API reference): the
+/// only query a listing may have; list-type must be 2.
+const LIST_PARAMETERS = ['list-type', 'prefix', 'delimiter', 'continuation-token', 'start-after', 'max-keys',
+    'encoding-type', 'fetch-owner'];
+
+/// What the tier does with a raw request target `raw` ($request_uri) for the one bucket `bucket`:
+/// { status: 0, path, query, listing } to sign and send exactly `path` + `query` (checked here,
+/// from the raw target: nginx's normalized $uri is never used), or { status: 400 | 403 } to
+/// refuse it. Refused with 400: a target that is not a path, a malformed %-escape, a "." or ".."
+/// segment (also %2E-encoded), an encoded '/' (%2F) or NUL in a segment. Refused with 403: a first
+/// segment other than the bucket (compared literally, after decoding), an object read with a query
+/// other than "" or x-id=GetObject (?acl, ?policy, ?versionId=, ?response-content-type=, ...), a
+/// listing (a query on the bucket itself) that is not ListObjectsV2 with its own parameters only,
+/// each at most once, and a request for the bucket without a listing query. An object read is sent
+/// without a query (x-id=GetObject is a client-side routing hint), so both forms share a cache key.
+function check(raw, bucket) {
+    if (typeof raw !== 'string' || raw[0] !== '/') return { status: 400 };
+    const q = raw.indexOf('?');
+    const rawPath = q < 0 ? raw : raw.slice(0, q);
+    const rawQuery = q < 0 ? '' : raw.slice(q + 1);
+    const segments = rawPath.split('/').slice(1);
+    const decoded = [];
+    for (let k = 0; k < segments.length; k++) {
+        let d;
+        try {
+            d = decodeURIComponent(segments[k]);
+        } catch (e) {
+            return { status: 400 };
+        }
+        if (d === '.' || d === '..' || d.indexOf('/') >= 0 || d.indexOf('\0') >= 0) return { status: 400 };
+        decoded.push(d);
+    }
+    if (decoded[0] !== bucket) return { status: 403 };
+    const pairs = [];
+    const rawPairs = rawQuery.split('&');
+    for (let k = 0; k < rawPairs.length; k++) {
+        const p = rawPairs[k];
+        if (p.length === 0) continue;
+        const i = p.indexOf('=');
+        try {
+            pairs.push([decodeURIComponent(i < 0 ? p : p.slice(0, i)), i < 0 ? '' : decodeURIComponent(p.slice(i + 1))]);
+        } catch (e) {
+            return { status: 400 };
+        }
+    }
+    const path = '/' + decoded.map(awsEncode).join('/');
+    const bucketOnly = decoded.length === 1 || (decoded.length === 2 && decoded[1] === '');
+    if (pairs.length === 0 || (pairs.length === 1 && pairs[0][0] === 'x-id' && pairs[0][1] === 'GetObject')) {
+        if (bucketOnly) return { status: 403 };  // ListObjects (V1) or a bucket sub-resource
+        return { status: 0, path: path, query: '', listing: false };
+    }
+    if (!bucketOnly) return { status: 403 };
+    const seen = {};
+    for (let k = 0; k < pairs.length; k++) {
+        const name = pairs[k][0];
+        if (LIST_PARAMETERS.indexOf(name) < 0 || Object.prototype.hasOwnProperty.call(seen, name)) return { status: 403 };
+        seen[name] = pairs[k][1];
+    }
+    if (seen['list-type'] !== '2') return { status: 403 };
+    pairs.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return { status: 0, path: path, query: pairs.map((p) => awsEncode(p[0]) + '=' + awsEncode(p[1])).join('&'),
+        listing: true };
+}
+
+function checked(r) {
+    return check(r.variables.request_uri, r.variables.gguf_fleet_s3_bucket);
+}
+
+/// $gguf_fleet_s3_refusal: "" for a request the tier serves, else the status to answer ("400",
+/// "403"; check()).
+function refusal(r) {
+    const c = checked(r);
+    return c.status ? String(c.status) : '';
+}
+
+/// $gguf_fleet_s3_listing: "1" for a ListObjectsV2 request (passed through, never cached), ""
+/// for an object read (cached in slices) or a refused request.
+function listing(r) {
+    return checked(r).listing ? '1' : '';
+}
+
+/// $gguf_fleet_s3_uri: the path and query sent upstream, signed, and the cache key: exactly what
+/// check() accepted ("" for a refused request, which s3.conf answers before it is used).
 function uri(r) {
-    const c = canonical(r.variables.request_uri);
-    if (!c) return '';
+    const c = checked(r);
+    if (c.status) return '';
     return c.query ? c.path + '?' + c.query : c.path;
 }
 
@@ -101,10 +182,10 @@ function token(r) {
 
 /// $gguf_fleet_s3_authorization: the signature of the upstream GET (proxy_method GET).
 function authorization(r) {
-    const c = canonical(r.variables.request_uri);
+    const c = checked(r);
     const accessKey = process.env.AWS_ACCESS_KEY_ID || '';
     const secret = process.env.AWS_SECRET_ACCESS_KEY || '';
-    if (!c || !accessKey || !secret) {
+    if (c.status || !accessKey || !secret) {
         if (!accessKey || !secret) r.error('gguf fleet s3: AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is not set for nginx (env directive)');
         return '';
     }
@@ -115,4 +196,4 @@ function authorization(r) {
     });
 }
 
-export default { uri, date, token, authorization, sign, canonical, EMPTY_SHA256 };
+export default { uri, refusal, listing, date, token, authorization, sign, canonical, check, EMPTY_SHA256 };

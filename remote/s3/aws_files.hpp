@@ -39,8 +39,18 @@ using AwsFile = std::map<std::string, ProfileSection>;
 /// and for a setting before any section.
 AwsFile parse_aws_file(const std::string& text, AwsFileKind kind, const std::string& path);
 
+/// Why `path` may not be used by this process, "" when it may (or does not exist): the file and
+/// every folder above it (links resolved, realpath) must be owned by the effective uid or root
+/// and not be writable by group or others, a root-owned sticky folder such as /tmp excepted;
+/// the rule ssh applies to its files (sshd StrictModes). A root daemon started with a user's
+/// $HOME (sudo -E) would otherwise take that user's word for its credentials and run their
+/// program. `what` names the path in the line ("the AWS file", "the credential_process
+/// program"). One line: what fails, that `path` is not used, and the rule.
+std::string untrusted_aws_path(const std::string& path, const std::string& what);
+
 /// Reads and parses `path`. nullopt when the file does not exist; gguf::Error(Io) when it exists
-/// but cannot be read, or is larger than 1 MiB.
+/// but cannot be read, or is larger than 1 MiB; gguf::Error(BadArgument, EPERM) with the line of
+/// untrusted_aws_path when it fails the ownership rule.
 std::optional<AwsFile> read_aws_file(const std::string& path, AwsFileKind kind);
 
 }  // namespace gguf_mount::remote::s3

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
+
 #include "gguf/error.hpp"
 #include "remote/s3/aws_files.hpp"
 #include "remote/s3/credential_process.hpp"
@@ -269,21 +271,61 @@ CredentialSource::CredentialSource(S3CommandOptions options, EnvLookup env, std:
 
 std::optional<Credentials> CredentialSource::get(std::chrono::system_clock::time_point now) {
     if (options_.no_sign_request) return std::nullopt;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ && (!cached_->expiration || *cached_->expiration - margin_ > now)) return cached_;
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Usable: not within the guard of Expiration. Fresh: not within the refresh margin.
+    auto usable = [&] { return cached_ && (!cached_->expiration || *cached_->expiration - kExpiryGuard > now); };
+    auto fresh = [&] { return cached_ && (!cached_->expiration || *cached_->expiration - margin_ > now); };
+    for (;;) {
+        if (fresh()) return cached_;
+        if (usable() && (refreshing_ || (last_attempt_ && now - *last_attempt_ < kRefreshInterval))) return cached_;
+        if (!refreshing_) break;
+        // Nothing usable and another caller resolves: wait for its outcome, and share it.
+        const uint64_t waited_for = generation_;
+        resolved_.wait(lock, [&] { return generation_ != waited_for; });
+        if (failure_ && !usable()) std::rethrow_exception(failure_);
+    }
+    const bool had_usable = usable();
+    refreshing_ = true;
+    last_attempt_ = now;
+    lock.unlock();
     std::string origin;
-    Credentials c = resolve(&origin);
+    std::optional<Credentials> fetched;
+    std::exception_ptr failure;
+    try {
+        fetched = resolve(&origin);
+        if (fetched->expiration && *fetched->expiration <= now)
+            throw Error(Code::BadArgument,
+                        origin + ": the credentials it gave have already expired (" + fetched->redacted() + ")");
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    lock.lock();
+    refreshing_ = false;
     ++resolutions_;
-    if (c.expiration && *c.expiration <= now)
-        throw Error(Code::BadArgument, origin + ": the credentials it gave have already expired (" + c.redacted() + ")");
-    cached_ = std::move(c);
-    origin_ = std::move(origin);
+    ++generation_;
+    failure_ = failure;
+    if (!failure) {
+        cached_ = std::move(fetched);
+        origin_ = std::move(origin);
+    }
+    resolved_.notify_all();
+    if (failure) {
+        if (!had_usable || !usable()) std::rethrow_exception(failure);
+        try {
+            std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+            spdlog::warn("{}: refreshing the credentials failed ({}); the current ones stay in use until shortly "
+                         "before they expire, retried in {} s",
+                         origin_, e.what(), kRefreshInterval.count());
+        }
+    }
     return cached_;
 }
 
 void CredentialSource::invalidate() {
     std::lock_guard<std::mutex> lock(mutex_);
     cached_.reset();
+    last_attempt_.reset();
 }
 
 std::string CredentialSource::origin() const {

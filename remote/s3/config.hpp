@@ -19,6 +19,8 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -92,10 +94,23 @@ struct RequestTarget {
 RequestTarget target_for(const S3Config& config, const std::string& bucket, const std::string& key);
 
 /// Credentials for the configuration, cached, and refreshed from their source (the environment
-/// and files re-read, credential_process re-run) when they expire within `refresh_margin`, or
-/// after invalidate() (an ExpiredToken answer). Thread-safe.
+/// and files re-read, credential_process re-run). Rules (the AWS SDKs refresh ahead of expiry
+/// in the background the same way): credentials are used as they are while more than
+/// `refresh_margin` is left before their Expiration; inside the margin a refresh is tried at most
+/// once per kRefreshInterval, by one caller, while every other caller keeps using the old ones;
+/// a refresh that fails inside the margin keeps the old ones (a warning); only within
+/// kExpiryGuard of Expiration (or after invalidate(), an ExpiredToken answer) do callers wait
+/// for new credentials. A helper that gives credentials expiring within the margin (a 15-minute
+/// role session with a 5-minute margin, or less) is thus run about once a minute, not once per
+/// request. Thread-safe.
 class CredentialSource {
 public:
+    /// Inside the refresh margin, at most one refresh per this interval.
+    static constexpr std::chrono::seconds kRefreshInterval{60};
+    /// Credentials this close to their Expiration are not used (a request signed now still
+    /// reaches the server before they expire).
+    static constexpr std::chrono::seconds kExpiryGuard{10};
+
     /// `env` is kept; it must outlive the source.
     CredentialSource(S3CommandOptions options, EnvLookup env = process_env,
                      std::chrono::seconds refresh_margin = std::chrono::minutes(5));
@@ -104,9 +119,11 @@ public:
     /// gguf::Error(BadArgument) when no source has credentials ("no AWS credentials: set
     /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, or --no-sign-request"), for only
     /// one of AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or of a profile's pair), for a
-    /// credential_process that fails or answers badly (credential_process.hpp), or when the
-    /// credentials a process just gave are already expired. Messages name the source (variable,
-    /// file and profile, or "credential_process of profile P"), never a secret.
+    /// credential_process that fails or answers badly (credential_process.hpp) when no usable
+    /// credentials are cached, for an AWS file or helper that fails the ownership rule
+    /// (aws_files.hpp untrusted_aws_path), or when the credentials a process just gave are
+    /// already expired. Messages name the source (variable, file and profile, or
+    /// "credential_process of profile P"), never a secret.
     std::optional<Credentials> get(std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
     /// Forgets the cached credentials: the next get() resolves them again.
@@ -125,9 +142,14 @@ private:
     EnvLookup env_;
     std::chrono::seconds margin_;
     mutable std::mutex mutex_;
+    std::condition_variable resolved_;  // a resolution finished (refreshing_ false again)
     std::optional<Credentials> cached_;
     std::string origin_;
     unsigned resolutions_ = 0;
+    bool refreshing_ = false;  // a caller is resolving, without the lock
+    std::optional<std::chrono::system_clock::time_point> last_attempt_;  // of a refresh inside the margin
+    std::exception_ptr failure_;  // of the last resolution, for the callers that waited for it
+    uint64_t generation_ = 0;     // resolutions finished
 };
 
 }  // namespace gguf_mount::remote::s3

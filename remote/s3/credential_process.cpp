@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "gguf/error.hpp"
+#include "remote/s3/aws_files.hpp"
 
 namespace gguf_mount::remote::s3 {
 namespace {
@@ -166,6 +167,8 @@ Credentials run_credential_process(const std::string& command, const std::string
     if (words.empty()) throw Error(Code::BadValue, what + ": the command is empty");
     std::string program = resolve_program(words[0]);
     if (program.empty()) throw Error(Code::Io, what + ": " + words[0] + ": command not found on $PATH");
+    if (std::string why = untrusted_aws_path(program, "the credential_process program"); !why.empty())
+        throw Error(Code::BadArgument, what + ": " + why, EPERM);
     std::vector<char*> argv;
     argv.push_back(program.data());
     for (size_t i = 1; i < words.size(); ++i) argv.push_back(words[i].data());

@@ -36,7 +36,9 @@ Credentials parse_process_output(const std::string& output, const std::string& w
 /// first line, at most 200 bytes; the helper's stdout, which holds the secret, is never quoted).
 /// The child gets an empty signal mask and no other open file descriptor. After `timeout` the
 /// child is killed (SIGKILL, by its PID) and reaped. Throws gguf::Error(Io) when it cannot be
-/// started, exits non-zero, is killed or times out; BadValue for bad output (parse_process_output).
+/// started, exits non-zero, is killed or times out; BadValue for bad output (parse_process_output);
+/// BadArgument (EPERM) when the program fails the ownership rule of untrusted_aws_path (it is not
+/// run).
 Credentials run_credential_process(const std::string& command, const std::string& what,
                                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 

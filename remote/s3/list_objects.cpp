@@ -98,7 +98,34 @@ std::string one_line(std::string_view s, size_t max) {
 
 std::string cut_key(const std::string& key) { return key.size() > 200 ? one_line(key, 200) : key; }
 
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 }  // namespace
+
+std::optional<std::string> decode_url_encoded(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '+') {
+            out += ' ';
+        } else if (c == '%') {
+            const int hi = i + 1 < text.size() ? hex_digit(text[i + 1]) : -1;
+            const int lo = i + 2 < text.size() ? hex_digit(text[i + 2]) : -1;
+            if (hi < 0 || lo < 0) return std::nullopt;
+            out += static_cast<char>(hi * 16 + lo);
+            i += 2;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
 
 std::string s3_location(const std::string& bucket, const std::string& key) {
     if (bucket.empty()) return "s3://";
@@ -124,6 +151,27 @@ ListPage parse_list_page(std::string_view body, const std::string& where, const 
                                         one_line(reinterpret_cast<const char*>(root->name), 80) +
                                         ">, not <ListBucketResult>");
 
+    // With EncodingType url (asked for with encoding-type=url) Key, Prefix, Delimiter and
+    // StartAfter are URL-encoded (AWS, ListObjectsV2 "EncodingType"); the element may come
+    // after the entries, so it is read first.
+    bool url_encoded = false;
+    for (const xmlNode* n = root->children; n; n = n->next) {
+        if (!is(n, "EncodingType")) continue;
+        const std::string t = text_of(n);
+        if (t == "url") {
+            url_encoded = true;
+        } else if (!t.empty()) {
+            throw Error(Code::BadValue, where + ": ListObjectsV2 answer has EncodingType \"" + one_line(t, 40) +
+                                            "\", not url");
+        }
+    }
+    // A field's text decoded when the page is URL-encoded; nullopt for a malformed %-escape.
+    auto field = [url_encoded](const xmlNode* n) -> std::optional<std::string> {
+        std::string t = text_of(n);
+        if (!url_encoded) return t;
+        return decode_url_encoded(t);
+    };
+
     ListPage page;
     std::set<std::string> seen;
     size_t entries = 0;
@@ -137,7 +185,11 @@ ListPage parse_list_page(std::string_view body, const std::string& where, const 
         if (is(n, "Name")) {
             page.bucket = text_of(n);
         } else if (is(n, "Prefix")) {
-            page.prefix = text_of(n);
+            std::optional<std::string> p = field(n);
+            if (!p)
+                throw Error(Code::BadValue, where + ": ListObjectsV2 <Prefix> \"" + one_line(text_of(n), 200) +
+                                                "\" is not URL-encoded text (EncodingType url)");
+            page.prefix = std::move(*p);
         } else if (is(n, "IsTruncated")) {
             std::string t = text_of(n);
             if (t != "true" && t != "false")
@@ -151,15 +203,14 @@ ListPage parse_list_page(std::string_view body, const std::string& where, const 
             if (!page.key_count)
                 throw Error(Code::BadValue, where + ": ListObjectsV2 <KeyCount> \"" + one_line(text_of(n), 40) +
                                                 "\" is not a number");
-        } else if (is(n, "EncodingType")) {
-            if (!text_of(n).empty())
-                throw Error(Code::BadValue, where + ": ListObjectsV2 answer has URL-encoded keys (EncodingType " +
-                                                one_line(text_of(n), 40) + "), which were not asked for");
         } else if (is(n, "CommonPrefixes")) {
             count_entry();
             const xmlNode* p = child(n, "Prefix");
-            std::string prefix = p ? text_of(p) : std::string();
-            if (prefix.empty()) {
+            std::optional<std::string> decoded = p ? field(p) : std::optional<std::string>(std::string());
+            std::string prefix = decoded.value_or(std::string());
+            if (!decoded) {
+                page.problems.push_back({cut_key(text_of(p)), "the prefix is not URL-encoded text (EncodingType url)"});
+            } else if (prefix.empty()) {
                 page.problems.push_back({"", "a <CommonPrefixes> entry without a <Prefix>"});
             } else if (prefix.size() > limits.max_key_bytes) {
                 page.problems.push_back({cut_key(prefix), "prefix is " + std::to_string(prefix.size()) +
@@ -172,7 +223,12 @@ ListPage parse_list_page(std::string_view body, const std::string& where, const 
             count_entry();
             const xmlNode* k = child(n, "Key");
             ObjectEntry e;
-            e.key = k ? text_of(k) : std::string();
+            std::optional<std::string> key = k ? field(k) : std::optional<std::string>(std::string());
+            if (!key) {
+                page.problems.push_back({cut_key(text_of(k)), "the key is not URL-encoded text (EncodingType url)"});
+                continue;
+            }
+            e.key = std::move(*key);
             if (e.key.empty()) {
                 page.problems.push_back({"", "a <Contents> entry without a <Key>"});
                 continue;

@@ -55,10 +55,20 @@ struct ListLimits {
 ///  - Code::TooLarge: body over limits.max_body_bytes, or more than limits.max_entries entries;
 ///  - Code::BadValue: not well-formed XML, a DTD, a root other than ListBucketResult (an <Error>
 ///    document is reported with its code and message), IsTruncated true without a
-///    NextContinuationToken, KeyCount not a number, EncodingType set (keys would be URL-encoded).
-/// An entry without a Key, with a Key over limits.max_key_bytes, a Size that is not a decimal
+///    NextContinuationToken, KeyCount not a number, an EncodingType other than url, a Prefix that
+///    is not URL-encoded text on a page with EncodingType url.
+/// With <EncodingType>url</EncodingType> (the answer to encoding-type=url, which S3Signer::list_url
+/// asks for: a key may hold bytes XML 1.0 cannot carry, such as 0x01) Key, Prefix and
+/// CommonPrefixes/Prefix are decoded (decode_url_encoded); NextContinuationToken is not encoded
+/// (AWS, ListObjectsV2 "EncodingType": Delimiter, Prefix, Key and StartAfter are). Without it the
+/// texts are taken raw (a server that ignores the parameter sends raw keys).
+/// An entry without a Key, a Key that is not URL-encoded text on such a page, with a Key over limits.max_key_bytes, a Size that is not a decimal
 /// number, or a Key seen twice is left out and reported in ListPage::problems.
 ListPage parse_list_page(std::string_view body, const std::string& where, const ListLimits& limits = {});
+
+/// `text` URL-decoded as S3 encodes key names for encoding-type=url (form style: '+' is a space,
+/// %XX a byte): "a+b%2Bc%01" -> "a b+c\x01". nullopt for a '%' not followed by two hex digits.
+std::optional<std::string> decode_url_encoded(std::string_view text);
 
 /// The fields of an S3 <Error> document. Every field "" when absent.
 struct ErrorDocument {

@@ -43,6 +43,10 @@ S3Listing::S3Listing(std::shared_ptr<RemoteContext> context, std::shared_ptr<con
       prefix_(std::move(prefix)),
       max_names_(max_names) {}
 
+std::string S3Listing::listing_record(const std::string& prefix) const {
+    return "s3 ListObjectsV2 of " + signer_->object_url(bucket_, prefix);
+}
+
 std::string S3Listing::root() const {
     std::string r = s3_location(bucket_, prefix_);
     while (r.size() > 5 && r.back() == '/') r.pop_back();
@@ -51,11 +55,13 @@ std::string S3Listing::root() const {
 
 std::vector<S3Listing::Entry> S3Listing::fetch(const std::string& prefix) {
     const std::string where = s3_location(bucket_, prefix);
-    const std::string first_url = signer_->list_url(bucket_, prefix, "");
+    // The cache names a record by its URL without the query: the folder's own path-style URL,
+    // not the ListObjectsV2 URL (whose prefix is in the query, the same for every folder).
+    const std::string record = listing_record(prefix);
     BlockCache& cache = context_->cache();
     std::vector<Entry> entries;
     if (context_->options().offline) {
-        std::optional<std::string> stored = cache.load_listing(first_url);
+        std::optional<std::string> stored = cache.load_listing(record);
         if (!stored) throw gguf::Error(gguf::Code::Io, where + ": listing not in the cache (--offline)", ENOENT);
         nlohmann::json j = nlohmann::json::parse(*stored, nullptr, false);
         if (!j.is_array()) throw gguf::Error(gguf::Code::BadValue, where + ": the stored listing is damaged");
@@ -77,12 +83,21 @@ std::vector<S3Listing::Entry> S3Listing::fetch(const std::string& prefix) {
             throw gguf::Error(gguf::Code::TooLarge, where + ": more than " + std::to_string(kMaxPages) +
                                                         " ListObjectsV2 pages (the server never ends the listing?)");
         std::string content_type, final_url, body;
+        const bool root = prefix == prefix_;
         try {
             body = context_->client().get_page(signer_->list_url(bucket_, prefix, token), &content_type, &final_url);
         } catch (const HttpError& e) {
-            throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (ListObjectsV2)", e.sys_errno());
+            const std::string line = std::string(e.what()) + " (ListObjectsV2)";
+            if (root && definite_answer(e)) set_definite_failure(line);
+            throw gguf::Error(gguf::Code::Io, line, e.sys_errno());
         }
-        ListPage page = parse_list_page(body, where);
+        ListPage page;
+        try {
+            page = parse_list_page(body, where);
+        } catch (const gguf::Error& e) {
+            if (root) set_definite_failure(e.what());
+            throw;
+        }
         for (const ListProblem& p : page.problems) {
             spdlog::warn("{}: {}: {}; not listed", gguf::quote_name(where), gguf::quote_name(p.key), p.reason);
         }
@@ -115,14 +130,17 @@ std::vector<S3Listing::Entry> S3Listing::fetch(const std::string& prefix) {
                               {"last_modified", e.last_modified}});
         entries.push_back(std::move(e));
     }
-    cache.save_listing(first_url, stored.dump());
+    cache.save_listing(record, stored.dump());
     return entries;
 }
 
 std::vector<gguf::DirectoryListing::Item> S3Listing::list(const std::string& path) {
     const std::string prefix = prefix_ + (path.empty() ? "" : path + "/");
     std::lock_guard<std::mutex> lock(mutex_);
-    if (path.empty()) listed_ = 0;  // a new walk (a mount's rebuild) starts a new budget
+    if (path.empty()) {
+        listed_ = 0;  // a new walk (a mount's rebuild) starts a new budget
+        set_definite_failure("");
+    }
     if (listed_ > max_names_) return {};
     std::vector<Entry> entries;
     try {

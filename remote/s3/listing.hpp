@@ -10,6 +10,7 @@
 
 #include "gguf/model/catalog.hpp"
 #include "remote/bounds.hpp"
+#include "remote/folder_listing.hpp"
 #include "remote/s3/signer.hpp"
 #include "remote/source.hpp"
 
@@ -22,7 +23,7 @@ namespace gguf_mount::remote::s3 {
 /// threads, sockets and 4 MiB buffers in flight.
 inline constexpr size_t kListingFetches = 32;
 
-class S3Listing final : public gguf::DirectoryListing {
+class S3Listing final : public FolderListing {
 public:
     /// `prefix`: "" (the bucket) or ending in '/'. `signer`: the one of the context's client
     /// (it builds the URLs). Nothing is fetched until list(). `max_names`: names one walk may
@@ -40,7 +41,10 @@ public:
     /// The folder's entries are stored in the cache as its last good listing; with --offline
     /// that listing is used instead of the network (Io with ENOENT when none is stored). Throws
     /// gguf::Error(Io) naming s3://BUCKET/PREFIX when a page cannot be fetched (the S3 error in
-    /// one line), BadValue/TooLarge when a page cannot be parsed (list_objects.hpp).
+    /// one line), BadValue/TooLarge when a page cannot be parsed (list_objects.hpp). A root
+    /// (PREFIX itself) answered with a definite error (definite_answer: SignatureDoesNotMatch,
+    /// InvalidAccessKeyId, NoSuchBucket, a wrong region, AccessDenied) or a page that does not
+    /// parse is the root's definite failure (FolderListing::definite_failure).
     std::vector<Item> list(const std::string& path) override;
     /// "s3://BUCKET/PREFIX" without the trailing '/'.
     std::string root() const override;
@@ -54,6 +58,9 @@ private:
         std::string problem;
     };
     std::vector<Entry> fetch(const std::string& prefix);
+    /// The name of the cache record (BlockCache::save_listing) of the folder `prefix`: one per
+    /// endpoint, bucket and prefix ("s3 ListObjectsV2 of http://HOST/BUCKET/PREFIX/").
+    std::string listing_record(const std::string& prefix) const;
     /// Opens the listed files of `files` (item index, entry) as RemoteSources into
     /// items[index].part and fetches each one's block 0 when not cached, kListingFetches at a
     /// time.

@@ -185,7 +185,8 @@ std::string S3Signer::object_url(const std::string& bucket, const std::string& k
 
 std::string S3Signer::list_url(const std::string& bucket, const std::string& prefix, const std::string& token) const {
     RequestTarget t = target_for(config_, bucket, "");
-    std::vector<Pair> query = {{"list-type", "2"}, {"delimiter", "/"}, {"prefix", prefix}};
+    // encoding-type=url: keys come URL-encoded (a key may hold bytes XML 1.0 cannot carry).
+    std::vector<Pair> query = {{"list-type", "2"}, {"delimiter", "/"}, {"encoding-type", "url"}, {"prefix", prefix}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
     std::string path = t.path.empty() ? "/" : t.path;
     return t.scheme + "://" + t.host + canonical_path(path) + "?" + canonical_query(query);

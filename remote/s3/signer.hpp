@@ -53,7 +53,7 @@ public:
     /// The URL of `key` (raw, as the AWS CLI takes it) in `bucket`: target_for's scheme and
     /// host + canonical_path of its path. What a RemoteSource reads.
     std::string object_url(const std::string& bucket, const std::string& key) const;
-    /// The ListObjectsV2 URL of `prefix` in `bucket` (list-type=2, delimiter=/, and
+    /// The ListObjectsV2 URL of `prefix` in `bucket` (list-type=2, delimiter=/, encoding-type=url, and
     /// continuation-token when `token` is not empty), canonical query.
     std::string list_url(const std::string& bucket, const std::string& prefix, const std::string& token) const;
 

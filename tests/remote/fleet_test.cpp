@@ -273,6 +273,112 @@ TEST_F(Fleet, FourS3NodesBehindOneSigningCachingTierFetchEachByteFromTheBucketOn
     }
 }
 
+// The S3 tier serves its one bucket and nothing else, judged on the raw request target (what it
+// signs, sends and caches): a bucket name with a '.' matches only itself; only an object read
+// (no query, or x-id=GetObject) and ListObjectsV2 with its own parameters are signed; "." and ".."
+// segments and encoded slashes are refused. No refused request reaches the bucket.
+TEST_F(Fleet, TheS3TierSignsOnlyReadsOfItsOwnBucketAsChecked) {
+    std::string why;
+    if (!remote_test::S3Server::available(&why)) GTEST_SKIP() << why;
+    if (!remote_test::njs_available(&why)) GTEST_SKIP() << why;
+    for (const std::string bucket : {"ml.models", "ml-models", "mlxmodels"}) {
+        const std::string dir = tmp_ / ("seed/" + bucket);
+        fs::create_directories(dir + "/sub");
+        gguf_test::write_file(dir + "/k.bin", "bytes of " + bucket);
+        gguf_test::write_file(dir + "/sub/k.bin", "sub bytes of " + bucket);
+    }
+    remote_test::S3ServerOptions so;
+    so.seed = tmp_ / "seed";
+    so.buckets = {"ml.models", "ml-models", "mlxmodels"};
+    so.credentials = {{"AKIAFLEETTIER", {{"secret", "fleet/tier+secret"}}}};
+    remote_test::S3Server s3(so);
+    std::string error;
+    ASSERT_TRUE(s3.start(&error)) << error;
+    const std::string host = "127.0.0.1:" + std::to_string(s3.port());
+    ASSERT_NO_FATAL_FAILURE(start_tier(
+        "s3.conf",
+        {{"S3_ENDPOINT", "http://" + host}, {"S3_HOST", host}, {"REGION", "us-east-1"}, {"BUCKET", "ml.models"},
+         {"FLEET_DIR", remote_test::fleet_dir()}, {"RESOLVER", "127.0.0.1:9"}},
+        remote_test::njs_main_config({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}),
+        {"AWS_ACCESS_KEY_ID=AKIAFLEETTIER", "AWS_SECRET_ACCESS_KEY=fleet/tier+secret"}));
+    s3.clear_access_log();
+    auto get = [&](const std::string& target) {
+        remote_test::HttpRequest r;
+        r.path_as_is = true;
+        return remote_test::http_get(tier_url() + target, r);
+    };
+
+    // Served, signed and verified: the object (also with x-id=GetObject) and ListObjectsV2.
+    const std::map<std::string, std::string> served = {
+        {"/ml.models/k.bin", "bytes of ml.models"},
+        {"/ml.models/k.bin?x-id=GetObject", "bytes of ml.models"},
+        {"/ml.models/sub/k.bin", "sub bytes of ml.models"},
+        {"/ml%2Emodels/sub/k.bin", "sub bytes of ml.models"},
+    };
+    for (const auto& [target, body] : served) {
+        auto r = get(target);
+        EXPECT_EQ(r.status, 200) << target << ": " << r.body;
+        EXPECT_EQ(r.body, body) << target;
+    }
+    for (const std::string target : {"/ml.models?list-type=2&prefix=sub%2F&delimiter=%2F",
+                                     "/ml.models?list-type=2&encoding-type=url&max-keys=10&fetch-owner=false&"
+                                     "start-after=a"}) {
+        auto r = get(target);
+        EXPECT_EQ(r.status, 200) << target << ": " << r.body;
+        EXPECT_NE(r.body.find("<Name>ml.models</Name>"), std::string::npos) << target << ": " << r.body;
+    }
+    // The x-id=GetObject and %2E forms share the cache key of their plain forms (the target as
+    // checked and sent): answered from the tier's cache. Two objects and two listings went up.
+    const size_t accepted = 4;
+
+    // Refused before anything is signed or sent.
+    const std::vector<std::pair<std::string, int>> refused = {
+        // another bucket: the '.' is not a wildcard
+        {"/ml-models/k.bin", 403},
+        {"/mlxmodels/k.bin", 403},
+        {"/ml-models?list-type=2", 403},
+        {"/mlxmodels?list-type=2&prefix=", 403},
+        {"/ml%2Dmodels/k.bin", 403},
+        {"/ml.models.other/k.bin", 403},
+        // a query other than an object read or ListObjectsV2's own parameters
+        {"/ml.models/k.bin?acl", 403},
+        {"/ml.models/k.bin?policy", 403},
+        {"/ml.models/k.bin?versionId=3HL4kqtJlcpXroDTDmJ", 403},
+        {"/ml.models/k.bin?response-content-type=text/html", 403},
+        {"/ml.models/k.bin?list-type=2", 403},
+        {"/ml.models?acl", 403},
+        {"/ml.models?policy", 403},
+        {"/ml.models?list-type=2&acl", 403},
+        {"/ml.models?list-type=2&list-type=2", 403},
+        {"/ml.models?list-type=1", 403},
+        {"/ml.models?prefix=sub", 403},
+        {"/ml.models", 403},
+        // what nginx normalizes but S3 would take otherwise (or cache under another key)
+        {"/x/../ml.models/k.bin", 400},
+        {"/ml-models/../ml.models/k.bin", 400},
+        {"/ml.models/sub/../k.bin", 400},
+        {"/ml.models/./k.bin", 400},
+        {"/ml.models/%2e%2e/ml.models/k.bin", 400},
+        {"/ml.models/sub/%2E/k.bin", 400},
+        {"/ml.models/sub%2Fk.bin", 400},
+        {"/ml.models%2Fsub/k.bin", 400},
+        {"/ml.models/sub/k%zz.bin", 400},
+    };
+    for (const auto& [target, status] : refused) {
+        auto r = get(target);
+        EXPECT_EQ(r.status, status) << target << ": " << r.body;
+        EXPECT_EQ(r.body.find("bytes of"), std::string::npos) << target << ": " << r.body;
+    }
+    const auto log = s3.wait_access_log(accepted);
+    EXPECT_EQ(log.size(), accepted);
+    for (const auto& e : log) {
+        EXPECT_EQ(e.verdict, "verified") << e.entry.request_line;
+        EXPECT_EQ(e.entry.uri.rfind("/ml.models", 0), 0u) << e.entry.request_line;
+        for (const char* bad : {"acl", "policy", "versionId", "response-", "..", "x-id"})
+            EXPECT_EQ(e.entry.uri.find(bad), std::string::npos) << e.entry.request_line;
+    }
+}
+
 // The tier's signer against AWS's published example (ListObjectsV2-style GET with a query, the
 // empty-payload hash): the same function signs every upstream request of the tier.
 TEST(FleetS3Signer, SignsAwsPublishedExample) {

@@ -315,9 +315,10 @@ TEST_F(RemoteMount, ServerIgnoringRangeIsRefusedAtMountWithOneLine) {
 }
 
 /// A directory URL on a server that ignores Range: each file is a problem naming it (check and
-/// prefetch exit 1, the mount logs it once), not a warning with exit 0 and an empty mount that
-/// looks like success (a new user's trial). Said once for the server, not once per shard
-/// (issue 25.10: it was 7 lines for one set).
+/// prefetch exit 1), not a warning with exit 0 and an empty mount that looks like success (a new
+/// user's trial); the mount fails with that one line and exit 1 (issue 30.7: it mounted an empty
+/// directory). Said once for the server, not once per shard (issue 25.10: it was 7 lines for
+/// one set).
 TEST_F(RemoteMount, ServerIgnoringRangeBehindADirectoryUrlIsAProblemForCheckPrefetchAndMount) {
     mount_test::copy_kvzoo(src_);
     serve();
@@ -333,9 +334,37 @@ TEST_F(RemoteMount, ServerIgnoringRangeBehindADirectoryUrlIsAProblemForCheckPref
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("ignored the Range request"), std::string::npos) << r.err;
     EXPECT_EQ(mount_test::lines_with(r.err, "ignored the Range request").size(), 1u) << r.err;
-    ASSERT_TRUE(mount(remote_args(), url));
-    EXPECT_TRUE(mount_test::list_dir(mnt_).empty());
+    ASSERT_TRUE(start(remote_args(), url));
+    EXPECT_EQ(daemon_.wait_exit(std::chrono::seconds(20)), std::optional<int>(1)) << log();
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
     EXPECT_EQ(mount_test::lines_with(log(), "ignored the Range request").size(), 1u) << log();
+    EXPECT_EQ(mount_test::lines_with(log(), "; the same for the 6 other file(s) of its folder, none served; nothing "
+                                            "mounted").size(),
+              1u)
+        << log();
+    EXPECT_EQ(log().find("mounting an empty directory"), std::string::npos) << log();
+}
+
+// A directory URL answering 404 (a typo in the path) is a definite answer: the mount fails with
+// one line naming it and exit 1, where it mounted an empty directory and exited 0 (issue 30.7).
+// A server that cannot be reached (connection refused) still mounts empty and fills in later.
+TEST_F(RemoteMount, AFolderUrlAnswering404FailsTheMountAndAnUnreachableOneMountsEmpty) {
+    mount_test::copy_kvzoo(src_);
+    serve();
+    const std::string url = nginx_->base_url() + "/no-such-folder/";
+    ASSERT_TRUE(start(remote_args(), url));
+    EXPECT_EQ(daemon_.wait_exit(std::chrono::seconds(20)), std::optional<int>(1)) << log();
+    EXPECT_FALSE(mount_test::find_mount(mnt_));
+    const auto lines = mount_test::lines_with(log(), "nothing mounted");
+    ASSERT_EQ(lines.size(), 1u) << log();
+    EXPECT_NE(lines[0].find(url), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("404"), std::string::npos) << lines[0];
+    EXPECT_EQ(log().find("mounting an empty directory"), std::string::npos) << log();
+
+    const std::string down = "http://127.0.0.1:" + std::to_string(remote_test::free_port()) + "/models/";
+    ASSERT_TRUE(mount(remote_args(), down)) << log();
+    EXPECT_TRUE(mount_test::list_dir(mnt_).empty());
+    EXPECT_NE(log().find("mounting an empty directory"), std::string::npos) << log();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 

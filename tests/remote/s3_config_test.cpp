@@ -2,9 +2,14 @@
 // each rule with its own temp files and environment (no process environment is read or changed).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gguf/error.hpp"
 #include "remote/expect_error.hpp"
@@ -434,4 +439,96 @@ TEST(S3CredentialProcess, FailuresNameTheHelperNotTheSecret) {
     ::chmod(chatty.c_str(), 0755);
     EXPECT_EQ(code_of([&] { s3::run_credential_process(chatty, "p"); }, &message), gguf::Code::Io);
     EXPECT_NE(message.find("more than 64 KiB"), std::string::npos) << message;
+}
+
+// Credentials inside the refresh margin (a helper whose sessions are shorter than the margin):
+// used on, refreshed at most once a minute, the old ones kept while a refresh runs and when it
+// fails; only within kExpiryGuard of Expiration does a caller wait for new ones. Before: the
+// helper ran on every get() inside the margin (issue 30.7: 9 runs for 9 requests).
+TEST(S3CredentialProcess, CredentialsInsideTheMarginAreRefreshedAtMostOncePerMinute) {
+    TempDir dir;
+    const std::string slow_flag = dir / "slow", fail_flag = dir / "fail";
+    const std::string h = dir / "helper";
+    write_file(h, "#!/bin/sh\necho run >> '" + dir.path() + "/helper.count'\n"
+                  "[ -e '" + slow_flag + "' ] && sleep 2\n"
+                  "[ -e '" + fail_flag + "' ] && { echo 'helper is down' >&2; exit 4; }\n"
+                  "echo '{\"Version\": 1, \"AccessKeyId\": \"AKIASHORT\", \"SecretAccessKey\": \"s\", "
+                  "\"Expiration\": \"2030-01-01T00:00:00Z\"}'\n");
+    ::chmod(h.c_str(), 0755);
+    write_aws(dir, "config", "[profile short]\ncredential_process = '" + h + "'\n");
+    s3::S3CommandOptions o;
+    o.profile = "short";
+    s3::CredentialSource source(o, env_of(home(dir)), std::chrono::minutes(5));
+    const auto expiry = std::chrono::system_clock::from_time_t(1893456000);  // 2030-01-01
+    const auto t0 = expiry - std::chrono::minutes(4);                        // inside the margin
+    for (int i = 0; i < 9; ++i) ASSERT_TRUE(source.get(t0 + std::chrono::seconds(i)));
+    EXPECT_EQ(runs(dir, "helper"), 1u);  // 9 requests, one run
+    source.get(t0 + std::chrono::seconds(61));
+    EXPECT_EQ(runs(dir, "helper"), 2u);  // a minute later: one refresh
+    source.get(t0 + std::chrono::seconds(62));
+    EXPECT_EQ(runs(dir, "helper"), 2u);
+
+    // While a slow refresh runs, others use the old credentials at once.
+    write_file(slow_flag, "");
+    std::thread refresher([&] { source.get(t0 + std::chrono::seconds(130)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto asked = std::chrono::steady_clock::now();
+    auto during = source.get(t0 + std::chrono::seconds(131));
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(500));
+    ASSERT_TRUE(during);
+    EXPECT_EQ(during->access_key_id, "AKIASHORT");
+    refresher.join();
+    EXPECT_EQ(runs(dir, "helper"), 3u);
+    ::unlink(slow_flag.c_str());
+
+    // A refresh that fails keeps the old credentials (retried a minute later) ...
+    write_file(fail_flag, "");
+    auto kept = source.get(t0 + std::chrono::seconds(200));
+    ASSERT_TRUE(kept);
+    EXPECT_EQ(kept->access_key_id, "AKIASHORT");
+    EXPECT_EQ(runs(dir, "helper"), 4u);
+    source.get(t0 + std::chrono::seconds(220));  // 20 s before Expiration, 20 s after the failed try
+    EXPECT_EQ(runs(dir, "helper"), 4u);
+    // ... until they are about to expire: then its error is said.
+    std::string message;
+    EXPECT_EQ(code_of([&] { source.get(expiry - std::chrono::seconds(5)); }, &message), gguf::Code::Io);
+    EXPECT_NE(message.find("exited with status 4: helper is down"), std::string::npos) << message;
+    EXPECT_EQ(runs(dir, "helper"), 5u);
+}
+
+// ssh's rule for the AWS files, their folders and the credential_process program: owned by the
+// euid or root, not writable by group or others; else one line naming the file and the rule.
+TEST(S3Credentials, FilesFoldersAndHelpersAnotherUserCouldChangeAreRefused) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown to uid 65534)";
+    TempDir dir;
+    const std::string h = helper(dir, "helper", R"({"Version": 1, "AccessKeyId": "AKIAPROC", "SecretAccessKey": "p"})");
+    write_aws(dir, "config", "[profile proc]\nregion = eu-west-1\ncredential_process = '" + h + "'\n");
+    const std::string config = dir / ".aws/config";
+    s3::S3CommandOptions o;
+    o.profile = "proc";
+    auto refused = [&](const std::vector<std::string>& words) {
+        std::string message;
+        EXPECT_EQ(code_of([&] { s3::CredentialSource(o, env_of(home(dir))).get(); }, &message), gguf::Code::BadArgument);
+        for (const auto& w : words) EXPECT_NE(message.find(w), std::string::npos) << w << " not in: " << message;
+        EXPECT_NE(message.find("as ssh requires"), std::string::npos) << message;
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    };
+    EXPECT_EQ(s3::CredentialSource(o, env_of(home(dir))).get()->access_key_id, "AKIAPROC");
+    EXPECT_EQ(runs(dir, "helper"), 1u);
+
+    ASSERT_EQ(::chown(config.c_str(), 65534, 65534), 0);
+    refused({config, "owned by uid 65534", "is not used"});
+    EXPECT_EQ(code_of([&] { s3::resolve_config(o, env_of(home(dir))); }), gguf::Code::BadArgument);
+    ASSERT_EQ(::chown(config.c_str(), 0, 0), 0);
+    ASSERT_EQ(::chmod(config.c_str(), 0664), 0);
+    refused({config, "writable by its group or others (mode 0664)"});
+    ASSERT_EQ(::chmod(config.c_str(), 0600), 0);
+    ASSERT_EQ(::chown((dir / ".aws").c_str(), 65534, 65534), 0);
+    refused({"its folder " + (dir / ".aws") + " is owned by uid 65534", config});
+    ASSERT_EQ(::chown((dir / ".aws").c_str(), 0, 0), 0);
+    ASSERT_EQ(::chown(h.c_str(), 65534, 65534), 0);
+    refused({"credential_process of profile proc", "the credential_process program " + h + " is owned by uid 65534"});
+    EXPECT_EQ(runs(dir, "helper"), 1u);  // never run
+    ASSERT_EQ(::chown(h.c_str(), 0, 0), 0);
+    EXPECT_EQ(s3::CredentialSource(o, env_of(home(dir))).get()->access_key_id, "AKIAPROC");
 }

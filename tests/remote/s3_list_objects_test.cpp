@@ -126,7 +126,9 @@ TEST(S3ListObjects, MalformedAnswersAreErrors) {
     EXPECT_EQ(code_of([&] { s3::parse_list_page(page("<IsTruncated>yes</IsTruncated>"), "s3://b/"); }),
               gguf::Code::BadValue);
     EXPECT_EQ(code_of([&] { s3::parse_list_page(page("<KeyCount>x</KeyCount>"), "s3://b/"); }), gguf::Code::BadValue);
-    EXPECT_EQ(code_of([&] { s3::parse_list_page(page("<EncodingType>url</EncodingType>"), "s3://b/"); }),
+    EXPECT_EQ(code_of([&] { s3::parse_list_page(page("<EncodingType>base64</EncodingType>"), "s3://b/"); }),
+              gguf::Code::BadValue);
+    EXPECT_EQ(code_of([&] { s3::parse_list_page(page("<EncodingType>url</EncodingType><Prefix>a%zz</Prefix>"), "s3://b/"); }),
               gguf::Code::BadValue);
     EXPECT_EQ(code_of([&] {
                   s3::parse_list_page("<Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>", "s3://b/");
@@ -134,6 +136,40 @@ TEST(S3ListObjects, MalformedAnswersAreErrors) {
                       &message),
               gguf::Code::BadValue);
     EXPECT_NE(message.find("NoSuchBucket: gone"), std::string::npos) << message;
+}
+
+// encoding-type=url (what list_url asks for): Key, Prefix and CommonPrefixes decoded as S3 encodes
+// them ('+' a space, %XX a byte), the continuation token taken as sent; a key with a byte XML 1.0
+// cannot carry (0x01) is one entry, not an unparseable page; a bad escape is that entry's problem.
+TEST(S3ListObjects, UrlEncodedKeysAreDecoded) {
+    const std::string xml = page(
+        "<Name>models</Name><Prefix>team+a%2F%CE%B1%2B%CE%B2%2F</Prefix><KeyCount>4</KeyCount>"
+        "<Delimiter>%2F</Delimiter><IsTruncated>true</IsTruncated>"
+        "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>" +
+        contents("team+a%2F%CE%B1%2B%CE%B2%2Fm-00001-of-00002.gguf", "10") +
+        contents("team+a%2F%CE%B1%2B%CE%B2%2Fctl%01.gguf", "11") + contents("team+a%2Fbad%zz", "12") +
+        "<CommonPrefixes><Prefix>team+a%2F%CE%B1%2B%CE%B2%2Fsub+dir%2F</Prefix></CommonPrefixes>"
+        "<EncodingType>url</EncodingType>");
+    s3::ListPage p = s3::parse_list_page(xml, "s3://models/team a/");
+    EXPECT_EQ(p.prefix, "team a/\xCE\xB1+\xCE\xB2/");
+    ASSERT_EQ(p.contents.size(), 2u);
+    EXPECT_EQ(p.contents[0].key, "team a/\xCE\xB1+\xCE\xB2/m-00001-of-00002.gguf");
+    EXPECT_EQ(p.contents[1].key, std::string("team a/\xCE\xB1+\xCE\xB2/ctl\x01.gguf"));
+    ASSERT_EQ(p.common_prefixes.size(), 1u);
+    EXPECT_EQ(p.common_prefixes[0], "team a/\xCE\xB1+\xCE\xB2/sub dir/");
+    EXPECT_EQ(p.next_continuation_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+    ASSERT_EQ(p.problems.size(), 1u);
+    EXPECT_EQ(p.problems[0].key, "team+a%2Fbad%zz");
+    EXPECT_NE(p.problems[0].reason.find("not URL-encoded"), std::string::npos) << p.problems[0].reason;
+
+    // Without EncodingType (a server that ignores the parameter) the texts are raw.
+    s3::ListPage raw = s3::parse_list_page(page("<Prefix>a+b%2F</Prefix>" + contents("a+b%2Fk", "1")), "s3://b/");
+    EXPECT_EQ(raw.prefix, "a+b%2F");
+    ASSERT_EQ(raw.contents.size(), 1u);
+    EXPECT_EQ(raw.contents[0].key, "a+b%2Fk");
+    EXPECT_EQ(s3::decode_url_encoded("a+b%2Bc%01%7e"), std::string("a b+c\x01~"));
+    EXPECT_FALSE(s3::decode_url_encoded("50%"));
+    EXPECT_FALSE(s3::decode_url_encoded("%4"));
 }
 
 TEST(S3ListObjects, NoEntityExpansionNoDtdNoNetwork) {

@@ -51,7 +51,7 @@ TEST(S3Signer, CoversTheEndpointAndItsVirtualHostedBucketsAndNamesObjectsByTheir
     EXPECT_EQ(path->name_for_message(url), "s3://models/team a/\xCE\xB1+\xCE\xB2=1/m-00001-of-00002.gguf");
     EXPECT_EQ(path->name_for_message(path->list_url("models", "a b/", "1/x+y=")), "s3://models/a b/");
     EXPECT_EQ(path->list_url("models", "a b/", "1/x+y="),
-              "http://127.0.0.1:4568/models?continuation-token=1%2Fx%2By%3D&delimiter=%2F&list-type=2&prefix=a%20b%2F");
+              "http://127.0.0.1:4568/models?continuation-token=1%2Fx%2By%3D&delimiter=%2F&encoding-type=url&list-type=2&prefix=a%20b%2F");
 
     auto virt = signer_for("http://s3.example.invalid:9000", "S3RVER", s3::AddressingStyle::Virtual);
     const std::string v = virt->object_url("models", "k.gguf");

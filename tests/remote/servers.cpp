@@ -515,6 +515,7 @@ HttpResponse http_get(const std::string& url, const HttpRequest& request) {
     if (!request.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, request.ca_file.c_str());
     if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
     if (!request.method.empty()) curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (request.path_as_is) curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
     auto t0 = std::chrono::steady_clock::now();
     r.curl_code = static_cast<int>(curl_easy_perform(curl));
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -242,6 +242,7 @@ struct HttpRequest {
     long timeout_ms = 20000;              // CURLOPT_TIMEOUT_MS
     bool head = false;                    // HEAD instead of GET
     std::string method;                   // another method ("PUT", "DELETE"; no body), "" = GET/HEAD
+    bool path_as_is = false;              // CURLOPT_PATH_AS_IS: "/a/../b" and "/./" sent as written
 };
 
 /// One GET (or HEAD) with libcurl, test side: a reference client independent of remote/.

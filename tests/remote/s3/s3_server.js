@@ -11,6 +11,7 @@
 //     {"s3_port", "proxy_port"} once both listen), "max_skew_seconds": 900,
 //     "faults_file": path (optional; read at each request when it changed),
 //     "list_max_keys": N (optional: ListObjectsV2 pages of N entries, as if the client asked) }
+// A ListObjectsV2 request with encoding-type=url is answered as S3 does (urlEncodedListing).
 // Each access-log line also gives "in_flight" (requests the proxy was answering when this one
 // arrived, itself included) and "client_port" (the client's TCP port: one per connection).
 // The faults file is a JSON array of answers the proxy gives instead of s3rver's, each after the
@@ -84,6 +85,29 @@ function parseQuery(raw) {
     else query[name] = value;
   }
   return query;
+}
+
+/// Text of an XML element as s3rver writes it, unescaped (the five entities and &#N; / &#xN;).
+function xmlText(s) {
+  return s.replace(/&(amp|lt|gt|quot|apos|#x[0-9a-fA-F]+|#[0-9]+);/g, (all, e) => {
+    if (e === 'amp') return '&';
+    if (e === 'lt') return '<';
+    if (e === 'gt') return '>';
+    if (e === 'quot') return '"';
+    if (e === 'apos') return "'";
+    return String.fromCodePoint(e[1] === 'x' ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+  });
+}
+
+/// A ListObjectsV2 answer as S3 gives it for encoding-type=url (s3rver 3.7.1 ignores the
+/// parameter): Key, Prefix, Delimiter and StartAfter URL-encoded (form style: a space as '+',
+/// every byte but A-Z a-z 0-9 - _ . ~ * as %XX), and <EncodingType>url</EncodingType>.
+function urlEncodedListing(xml) {
+  const encode = (t) => encodeURIComponent(xmlText(t)).replace(/[!'()]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase())
+    .replace(/%20/g, '+');
+  let out = xml.replace(/<(Key|Prefix|Delimiter|StartAfter)>([^<]*)<\/\1>/g, (all, name, text) => `<${name}>${encode(text)}</${name}>`);
+  out = out.replace(/(<ListBucketResult[^>]*>)/, '$1<EncodingType>url</EncodingType>');
+  return out;
 }
 
 /// Checks a request's SigV4 Authorization header. Returns null when it is valid, else
@@ -255,7 +279,23 @@ async function main() {
     // Small pages on request (after the signature was checked on the query as sent).
     let upPath = req.url;
     if (config.list_max_keys && /(^|&)list-type=2(&|$)/.test(rawQuery)) upPath += `&max-keys=${config.list_max_keys}`;
+    let query = {};
+    try { query = parseQuery(rawQuery); } catch (e) { query = {}; }
+    const encodeKeys = query['list-type'] === '2' && query['encoding-type'] === 'url';
     const up = http.request({ host: '127.0.0.1', port: s3Port, method: req.method, path: upPath, headers }, (ur) => {
+      if (encodeKeys && ur.statusCode === 200) {
+        const chunks = [];
+        ur.on('data', (chunk) => chunks.push(chunk));
+        ur.on('end', () => {
+          const body = Buffer.from(urlEncodedListing(Buffer.concat(chunks).toString('utf8')), 'utf8');
+          const h = { ...ur.headers, 'content-length': String(body.length) };
+          delete h['transfer-encoding'];
+          res.writeHead(200, h);
+          res.end(body);
+          log({ ...entry, status: 200, bytes_sent: body.length, body_bytes_sent: body.length });
+        });
+        return;
+      }
       let body = 0;
       res.writeHead(ur.statusCode, ur.headers);
       ur.on('data', (chunk) => { body += chunk.length; });
