@@ -1,10 +1,13 @@
 // Time to first token of llama.cpp (node-llama-cpp 3.22.1, prebuilt, CPU, mmap on), for the
 // real-client rows of the benchmark (bench/llama_rows.py).
 //
-// Usage: node bench/first-token.mjs CLIENTS_DIR [mmap|no-mmap] [load-only]
+// Usage: node bench/first-token.mjs CLIENTS_DIR [mmap|no-mmap|direct-io] [load-only]
 //   CLIENTS_DIR  tests/clients, whose node_modules hold node-llama-cpp (tests/clients/run-clients.sh
 //                GGUF_MOUNT MMAP_PAGES npm installs them)
 //   no-mmap      loadModel with useMmap false (llama.cpp --no-mmap: reads the file into memory)
+//   direct-io    loadModel with useDirectIo true (llama.cpp --direct-io: reads the file opened with
+//                O_DIRECT into memory, mmap off; llama.cpp falls back to buffered reads where
+//                O_DIRECT is refused)
 //   load-only    stop after loadModel (eval_ms and token are then null)
 // Protocol (one JSON object per line on stdout): after getLlama() it prints {"ready":true}, so the
 // caller can start its clock without node's start-up in it; it then reads ONE model path from
@@ -32,8 +35,9 @@ if (done || !modelPath) {
   process.exit(2);
 }
 const t0 = performance.now();
-const useMmap = process.argv[3] !== "no-mmap";
-const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap });
+const mode = process.argv[3] || "mmap";
+const useMmap = mode === "mmap";
+const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap, useDirectIo: mode === "direct-io" });
 const t1 = performance.now();
 if (process.argv[4] === "load-only") {
   console.log(JSON.stringify({ model: modelPath, load_ms: t1 - t0, eval_ms: null, token: null }));

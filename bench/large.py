@@ -11,8 +11,11 @@ sequential read() pass), targets alternating run by run:
 - read(): sequential 1 MiB preads of the whole file (llama.cpp --no-mmap reads the file);
 - mmap + touch: MAP_SHARED, one byte read per 4 KiB page in order;
 - mmap MAP_POPULATE + touch (llama.cpp's mmap load: llama_mmap maps with MAP_POPULATE);
-- node-llama-cpp 3.22.1 loadModel with useMmap true and false (llama.cpp --mmap / --no-mmap),
-  loadModel alone (first-token.mjs load-only), when node >= 20 and the packages are there.
+- node-llama-cpp 3.22.1 loadModel with useMmap true and false (llama.cpp --mmap / --no-mmap) and
+  with useDirectIo (llama.cpp --direct-io: O_DIRECT reads into a bounce buffer, mmap off),
+  loadModel alone (first-token.mjs load-only), when node >= 20 and the packages are there; with
+  the loader's CPU time beside the wall time (on a shared machine the wall time also holds the time
+  other processes had the CPUs).
 """
 
 import os
@@ -23,7 +26,9 @@ import real_client as rc
 GIB = float(1 << 30)
 MODES = {"seq": ["seq", "--bs", "1048576"], "touch": ["touch"], "populate": ["touch", "--populate"]}
 LABEL = {"seq": "read(), 1 MiB", "touch": "mmap + touch", "populate": "mmap MAP_POPULATE + touch",
-         "load-mmap": "loadModel, mmap on", "load-no-mmap": "loadModel, mmap off"}
+         "load-mmap": "loadModel, mmap on", "load-no-mmap": "loadModel, mmap off",
+         "load-direct-io": "loadModel, direct I/O"}
+LOADS = {"load-mmap": "mmap", "load-no-mmap": "no-mmap", "load-direct-io": "direct-io"}
 
 
 def run_large(b, log):
@@ -39,7 +44,7 @@ def run_large(b, log):
     why = rc.clients_ready(b.gm)
     res["llama_skipped"] = why
     try:
-        for mode in list(MODES) + ([] if why else ["load-mmap", "load-no-mmap"]):
+        for mode in list(MODES) + ([] if why else list(LOADS)):
             for state in ("cold", "warm"):
                 if state in b.a.skip_states:
                     continue
@@ -66,8 +71,8 @@ def _one(b, mode, state, path):
         drop()
         r = b.reader(MODES[mode] + ["--file", path])
         return {"seconds": r["seconds"], "minflt": r.get("minflt")}
-    r = rc.first_token(lambda: path, None, drop, ["no-mmap" if mode == "load-no-mmap" else "mmap", "load-only"])
-    return {"seconds": r["load_ms"] / 1000.0}
+    r = rc.first_token(lambda: path, None, drop, [LOADS[mode], "load-only"])
+    return {"seconds": r["load_ms"] / 1000.0, "cpu_s": r["load_cpu_s"], "runq_s": r["load_runq_s"]}
 
 
 def large_table(res):
@@ -81,14 +86,21 @@ def large_table(res):
              "mount time (1 = as fast)." % (gib, v["layers"], v["runs"]), ""]
     if v.get("llama_skipped"):
         lines += ["node-llama-cpp rows skipped: " + v["llama_skipped"], ""]
-    lines.append("| mode | cache | file s | mount s | file / mount | mount extra s per GiB |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("| mode | cache | file s | mount s | file / mount | mount extra s per GiB "
+                 "| loader CPU s: file, mount (file / mount) |")
+    lines.append("|---|---|---|---|---|---|---|")
     for key, runs in v["rows"].items():
         mode, state = key.rsplit(" ", 1)
         f = [r["seconds"] for r in runs["file"]]
         m = [r["seconds"] for r in runs["mount"]]
         fm, mm = statistics.median(f), statistics.median(m)
-        lines.append("| %s | %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | **%.2f** | %.3f |" % (
-            LABEL[mode], state, fm, min(f), max(f), mm, min(m), max(m), fm / mm, (mm - fm) / gib))
+        fc = [r["cpu_s"] for r in runs["file"] if r.get("cpu_s")]
+        mc = [r["cpu_s"] for r in runs["mount"] if r.get("cpu_s")]
+        cpu = "–"
+        if fc and mc:
+            cpu = "%.2f, %.2f (%.2f)" % (statistics.median(fc), statistics.median(mc),
+                                         statistics.median(fc) / statistics.median(mc))
+        lines.append("| %s | %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | **%.2f** | %.3f | %s |" % (
+            LABEL[mode], state, fm, min(f), max(f), mm, min(m), max(m), fm / mm, (mm - fm) / gib, cpu))
     lines.append("")
     return lines

@@ -61,6 +61,22 @@ def gen_llama(gen, gm, data, nbytes, shards, seed=7, sub="llama"):
     return model, first, json.loads(open(os.path.join(d, "INFO.json")).read())
 
 
+def run_seconds(pid):
+    """CPU time (s) the threads of process `pid` have run so far, and the time they waited runnable
+    for a CPU (s), from /proc/PID/task/*/schedstat; (0, 0) when it cannot be read. On a shared
+    machine the first separates a loader's own work from the time other processes took the CPUs."""
+    run = wait = 0
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                a, b, _ = f.read().split()
+            run += int(a)
+            wait += int(b)
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return run / 1e9, wait / 1e9
+
+
 def first_token(prepare, cleanup=None, drop=None, mode=()):
     """One cold or warm measurement of node-llama-cpp's time to first token.
 
@@ -68,8 +84,10 @@ def first_token(prepare, cleanup=None, drop=None, mode=()):
     bindings (getLlama); only then the clock starts, `prepare()` runs (mount, download, merge...)
     and returns the model path, and node loads it and evaluates [BOS] up to the first token.
     `cleanup()` (optional) runs after node has exited (unmount). `mode`: extra arguments of
-    first-token.mjs ("no-mmap", "load-only"; "mmap" to give the first alone). Returns a dict: total_s (prepare
-    + load + first token, by our clock), prepare_s, load_ms and eval_ms (node's), token.
+    first-token.mjs ("no-mmap", "direct-io", "load-only"; "mmap" to give the first alone). Returns a dict:
+    total_s (prepare + load + first token, by our clock), prepare_s, load_ms and eval_ms (node's), token,
+    load_cpu_s and load_runq_s (node's CPU time and time waiting for a CPU from the model path's
+    write to node's answer: run_seconds).
     Raises RuntimeError with node's stderr if the model does not load."""
     if drop:
         drop()
@@ -82,10 +100,12 @@ def first_token(prepare, cleanup=None, drop=None, mode=()):
         t0 = time.monotonic()
         path = prepare()
         t1 = time.monotonic()
+        c1 = run_seconds(p.pid)
         p.stdin.write(path + "\n")
         p.stdin.flush()
         out = p.stdout.readline()
         t2 = time.monotonic()
+        c2 = run_seconds(p.pid)
         if not out.strip():
             raise RuntimeError("%s: node-llama-cpp did not load it: %s" % (path, p.stderr.read()[-2000:]))
         r = json.loads(out)
@@ -98,7 +118,7 @@ def first_token(prepare, cleanup=None, drop=None, mode=()):
         if cleanup:
             cleanup()
     return {"total_s": t2 - t0, "prepare_s": t1 - t0, "load_ms": r["load_ms"], "eval_ms": r["eval_ms"],
-            "token": r["token"]}
+            "token": r["token"], "load_cpu_s": c2[0] - c1[0], "load_runq_s": c2[1] - c1[1]}
 
 
 def run_counting_writes(cmd, **kw):

@@ -33,6 +33,7 @@
 #include "fs/deferred_reads.hpp"
 #include "fs/errors.hpp"
 #include "gguf/bytes/byte_source.hpp"
+#include "gguf/bytes/client_direct.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
 
@@ -272,9 +273,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
             c.open_files.insert(fi->fh);
         }
-        // O_DIRECT opens are served like any other: the kernel then sends reads straight to
-        // op_read, bypassing the page cache for this descriptor. keep_cache is safe: an inode
-        // number always means the same bytes.
+        // O_DIRECT opens are served like any other (no direct_io): the kernel then sends reads
+        // straight to op_read, bypassing the page cache for this descriptor, and splits a large
+        // read into max_read requests sent at once (async direct I/O); with direct_io it would
+        // send them one after another for a synchronous read() (fs/fuse/file.c
+        // fuse_direct_read_iter). keep_cache is safe: an inode number always means the same bytes.
         fi->keep_cache = 1;
         fi->direct_io = 0;
         fi->noflush = 1;  // nothing to flush: spare the FLUSH request on every close
@@ -288,14 +291,29 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
 }
 
 /// The page-cache policy of one read (gguf::CopyKept), from who keeps a copy: an O_DIRECT
-/// reader bypasses the served file's page cache, so the sources' cache is its only one; every
-/// other read fills the served file's page cache, so the sources avoid a second copy (O_DIRECT
-/// for uncached random reads of merged sets and byte-split files, whose descriptors are pinned;
-/// drop-behind of streams).
+/// reader bypasses the served file's page cache, so the sources' cache is its only one (and,
+/// inside a gguf::ClientDirectScope, uncached source bytes are read with O_DIRECT: see
+/// serve_read); every other read fills the served file's page cache, so the sources avoid a
+/// second copy (O_DIRECT for uncached random reads of merged sets and byte-split files, whose
+/// descriptors are pinned; drop-behind of streams).
 gguf::CopyKept copy_kept(const OpenFile& of, bool client_direct) noexcept {
     return client_direct ? gguf::CopyKept::None
            : of.random_direct ? gguf::CopyKept::ByReaderDirect
                               : gguf::CopyKept::ByReader;
+}
+
+/// VirtualFile::serve for a read of `of` by a client that opened it with O_DIRECT
+/// (`client_direct`) or not. An O_DIRECT client of a merged set or byte-split file (pinned
+/// descriptors: the O_DIRECT descriptor of a shard is opened once) gets its uncached shard
+/// bytes read with O_DIRECT as well (gguf::ClientDirectScope): nothing is cached for it, as
+/// from a local file.
+gguf::Served serve_read(const OpenFile& of, uint64_t off, size_t size, char* buf, bool client_direct) noexcept {
+    const gguf::CopyKept kept = copy_kept(of, client_direct);
+    if (client_direct && of.random_direct) {
+        gguf::ClientDirectScope direct;
+        return of.file->serve(off, size, buf, kept);
+    }
+    return of.file->serve(off, size, buf, kept);
 }
 
 /// Replies to a read with what VirtualFile::serve gave (EIO, logged rate-limited, for an error).
@@ -321,31 +339,32 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
             return;
         }
         char* buf = thread_read_buffer(size);
-        const gguf::CopyKept kept = copy_kept(*of, fi->flags & O_DIRECT);
+        const bool client_direct = fi->flags & O_DIRECT;
+        const uint64_t at = static_cast<uint64_t>(off);
         gguf::Served s;
         if (c.deferred) {
             // A read that would wait for a remote server goes to a thread of c.deferred: the
             // workers stay free for metadata and cached reads.
             {
                 gguf::NoNetworkWaitScope no_wait;
-                s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);
+                s = serve_read(*of, at, size, buf, client_direct);
             }
             if (s.result == -EWOULDBLOCK) {
                 // A copy: the job must not depend on fi (the kernel keeps the file open until
                 // the reply, but the copy costs one allocation per network read only).
                 auto job_of = std::make_shared<OpenFile>(*of);
                 if (c.deferred->submit(
-                        [req, &c, job_of, off, size, kept] {
+                        [req, &c, job_of, off, at, size, client_direct] {
                             char* b = thread_read_buffer(size);
-                            reply_read(req, c, *job_of, off, job_of->file->serve(static_cast<uint64_t>(off), size, b, kept));
+                            reply_read(req, c, *job_of, off, serve_read(*job_of, at, size, b, client_direct));
                         },
                         [req] { fuse_reply_err(req, EIO); })) {
                     return;
                 }
-                s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);  // no pool: wait here
+                s = serve_read(*of, at, size, buf, client_direct);  // no pool: wait here
             }
         } else {
-            s = of->file->serve(static_cast<uint64_t>(off), size, buf, kept);
+            s = serve_read(*of, at, size, buf, client_direct);
         }
         reply_read(req, c, *of, off, s);
     });

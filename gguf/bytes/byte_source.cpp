@@ -1,11 +1,13 @@
 #include "gguf/bytes/byte_source.hpp"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "gguf/bytes/client_direct.hpp"
 #include "gguf/bytes/logical_file.hpp"
 #include "gguf/error.hpp"
 
@@ -154,9 +156,40 @@ Served LocalFileSource::read_direct(char* buf, size_t len, uint64_t offset) cons
     return out;
 }
 
+namespace {
+
+/// RWF_DONTCACHE (Linux 6.14, include/uapi/linux/fs.h): a buffered read whose pages leave the
+/// page cache once copied, readahead included; pages that were cached before stay. Debian 12's
+/// headers predate it.
+constexpr int kRwfDontcache = 0x00000080;
+
+/// pread_full() with preadv2(RWF_DONTCACHE): `len` bytes at `offset` of `fd` into `dst`, fewer
+/// at end of file. Returns the bytes read or -errno; -EOPNOTSUPP (or -EINVAL on kernels that do
+/// not know the flag) when the kernel or file system cannot read uncached.
+ssize_t pread_uncached_full(int fd, char* dst, size_t len, uint64_t offset) noexcept {
+    size_t done = 0;
+    while (done < len) {
+        iovec v{dst + done, len - done};
+        const ssize_t n = ::preadv2(fd, &v, 1, static_cast<off_t>(offset + done), kRwfDontcache);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) break;
+        done += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
 Served LocalFileSource::read_served(char* buf, size_t len, uint64_t offset, CopyKept kept,
                                     bool whole_request) const noexcept {
-    if (kept == CopyKept::ByReaderDirect && whole_request) {
+    // ByReaderDirect: a random request of a page-cache client; None inside a ClientDirectScope:
+    // any request of an O_DIRECT client (gguf/bytes/client_direct.hpp).
+    const bool direct_if_uncached =
+        kept == CopyKept::ByReaderDirect || (kept == CopyKept::None && ClientDirectScope::on());
+    if (direct_if_uncached && whole_request) {
         const Residency r = page_cache_residency(fd_.get(), offset, len);
         if (r == Residency::None || r == Residency::Partial) {
             Served s = read_direct(buf, len, offset);
@@ -164,7 +197,11 @@ Served LocalFileSource::read_served(char* buf, size_t len, uint64_t offset, Copy
         }
     }
     Served s;
-    s.result = pread_full(fd_.get(), buf, len, offset);
+    s.result = -EOPNOTSUPP;
+    // An O_DIRECT client's bytes that were not read direct (cached, or one piece of a request
+    // spanning several): read without leaving new pages (or their readahead) in the cache.
+    if (kept == CopyKept::None && ClientDirectScope::on()) s.result = pread_uncached_full(fd_.get(), buf, len, offset);
+    if (s.result == -EOPNOTSUPP || s.result == -EINVAL) s.result = pread_full(fd_.get(), buf, len, offset);
     s.data = buf;
     if (kept != CopyKept::None && s.result == static_cast<ssize_t>(len)) drop_behind(offset, len);
     return s;

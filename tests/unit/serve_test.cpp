@@ -21,6 +21,7 @@
 
 #include "gguf/model/merge_plan.hpp"
 #include "gguf/bytes/byte_source.hpp"
+#include "gguf/bytes/client_direct.hpp"
 #include "gguf/bytes/logical_file.hpp"
 #include "gguf/bytes/page_cache.hpp"
 #include "gguf/model/split_set.hpp"
@@ -45,6 +46,15 @@ void evict(const std::string& path) {
 /// Source `index` of `vf`, a local file (every source of these tests is one).
 const gguf::LocalFileSource& local(const VirtualFile& vf, size_t index) {
     return dynamic_cast<const gguf::LocalFileSource&>(*vf.sources().at(index));
+}
+
+/// The longest Source extent of `vf` (null if it has none).
+const gguf::Extent* largest_source_extent(const VirtualFile& vf) {
+    const gguf::Extent* big = nullptr;
+    for (const auto& e : vf.layout().extents()) {
+        if (e.kind == gguf::Extent::Kind::Source && (!big || e.length > big->length)) big = &e;
+    }
+    return big;
 }
 
 /// A serve() buffer: kServeAlign-aligned, `len` + kServeSlack bytes.
@@ -151,10 +161,7 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
     auto vf = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
     if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
     // The largest Source extent, read from its start in 4 KiB steps.
-    const gguf::Extent* big = nullptr;
-    for (const auto& e : vf.layout().extents()) {
-        if (e.kind == gguf::Extent::Kind::Source && (!big || e.length > big->length)) big = &e;
-    }
+    const gguf::Extent* big = largest_source_extent(vf);
     ASSERT_NE(big, nullptr);
     ASSERT_GE(big->length, 3 * 4096u);
     evict_all();
@@ -177,6 +184,50 @@ TEST_P(ServeTest, SequentialStreamStaysBufferedAndCachedBytesAreNotReadDirect) {
     ASSERT_EQ(cached.result, 4096);
     EXPECT_FALSE(cached.direct);
     EXPECT_EQ(std::string(cached.data, 4096), reference_.substr(big->start, 4096));
+}
+
+// An O_DIRECT client's requests (CopyKept::None inside a ClientDirectScope, as fs/ops.cpp
+// serves them): uncached bytes are read with O_DIRECT even when they continue a stream, cached
+// ones from the cache, and nothing is dropped. Outside the scope CopyKept::None stays a plain
+// buffered read (a merge).
+TEST_P(ServeTest, ODirectClientReadsUncachedStreamsDirectAndCachedBytesFromTheCache) {
+    auto vf = gguf::open_merged(gguf::SplitSet::open(shards_.front()));
+    if (!direct_path_available(vf)) GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir_.path();
+    const gguf::Extent* big = largest_source_extent(vf);
+    ASSERT_NE(big, nullptr);
+    ASSERT_GE(big->length, 3 * 4096u);
+    const auto& src = local(vf, big->source);
+    ServeBuffer buf(4096);
+    {
+        gguf::ClientDirectScope direct;
+        // The first O_DIRECT read of a shard opens its O_DIRECT descriptor after probing byte 0
+        // buffered (DirectDescriptor::get), which caches the start of a small shard: done
+        // before the stream starts.
+        evict_all();
+        ASSERT_EQ(vf.serve(big->start, 4096, buf.mem.get(), gguf::CopyKept::None).result, 4096);
+        evict_all();
+        for (uint64_t i = 0; i < 3; ++i) {  // a stream: each request continues the previous one
+            gguf::Served s = vf.serve(big->start + i * 4096, 4096, buf.mem.get(), gguf::CopyKept::None);
+            ASSERT_EQ(s.result, 4096);
+            EXPECT_TRUE(s.direct) << "request " << i << " of an O_DIRECT client's stream";
+            EXPECT_EQ(std::string(s.data, 4096), reference_.substr(big->start + i * 4096, 4096));
+        }
+        EXPECT_EQ(gguf::page_cache_residency(src.fd(), big->source_offset, 3 * 4096), Residency::None)
+            << "an O_DIRECT client's reads cached shard pages";
+        // Cached bytes come from the cache and stay there.
+        std::string warm(4096, '\0');
+        ASSERT_EQ(::pread(src.fd(), warm.data(), warm.size(), static_cast<off_t>(big->source_offset)), 4096);
+        gguf::Served cached = vf.serve(big->start, 4096, buf.mem.get(), gguf::CopyKept::None);
+        ASSERT_EQ(cached.result, 4096);
+        EXPECT_FALSE(cached.direct);
+        EXPECT_EQ(std::string(cached.data, 4096), reference_.substr(big->start, 4096));
+        EXPECT_EQ(gguf::page_cache_residency(src.fd(), big->source_offset, 4096), Residency::All);
+    }
+    evict_all();
+    gguf::Served plain = vf.serve(big->start, 4096, buf.mem.get(), gguf::CopyKept::None);
+    ASSERT_EQ(plain.result, 4096);
+    EXPECT_FALSE(plain.direct) << "CopyKept::None outside the scope (a merge) read O_DIRECT";
+    EXPECT_EQ(std::string(plain.data, 4096), reference_.substr(big->start, 4096));
 }
 
 // The last tensor bytes of a shard whose size is not a multiple of the O_DIRECT alignment: the
