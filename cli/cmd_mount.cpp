@@ -106,11 +106,6 @@ struct FilteredOptions {
     return out;
 }
 
-[[maybe_unused]] std::string real_path(const std::string& p) {
-    std::unique_ptr<char, decltype(&std::free)> r(::realpath(p.c_str(), nullptr), &std::free);
-    return r ? std::string(r.get()) : p;
-}
-
 /// True (and logged, one line each) when an edit given on the command line does not fit a model
 /// of the first scan (gguf::Problem::refused_override): then nothing is mounted.
 [[maybe_unused]] bool refused_overrides(const std::vector<gguf::Problem>& problems) {

@@ -23,12 +23,6 @@ namespace gguf_mount::cli {
 
 namespace {
 
-/// realpath(3) of `p`, or `p` itself when it cannot be resolved.
-std::string real_path(const std::string& p) {
-    std::unique_ptr<char, decltype(&std::free)> r(::realpath(p.c_str(), nullptr), &std::free);
-    return r ? std::string(r.get()) : p;
-}
-
 /// A local path: kind from stat(2) of the argument as given ("x.gguf/" is not a file).
 void classify_local(ResolvedSource* s) {
     s->path = s->argument;
@@ -132,6 +126,11 @@ void classify(ResolvedSource* s) {
 }
 
 }  // namespace
+
+std::string real_path(const std::string& path) {
+    std::unique_ptr<char, decltype(&std::free)> r(::realpath(path.c_str(), nullptr), &std::free);
+    return r ? std::string(r.get()) : path;
+}
 
 ResolvedSource resolve_source(const std::string& source, const SourceOptions& options) {
     ResolvedSource s;

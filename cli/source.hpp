@@ -131,4 +131,7 @@ private:
 /// remote support every SOURCE is a local path. Throws only std::bad_alloc.
 ResolvedSource resolve_source(const std::string& source, const SourceOptions& options);
 
+/// realpath(3) of `path`, or `path` itself when it cannot be resolved (missing, no permission).
+std::string real_path(const std::string& path);
+
 }  // namespace gguf_mount::cli

@@ -90,6 +90,17 @@ bool needs_no_escape(std::string_view text) noexcept {
     return true;
 }
 
+std::string ascii_lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) noexcept {
+    return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
 std::string hex_bytes(std::string_view bytes) {
     std::string out;
     out.reserve(bytes.size() * 2);

@@ -41,6 +41,13 @@ std::string quote_name(std::string_view name);
 /// without a backslash.
 bool needs_no_escape(std::string_view text) noexcept;
 
+/// `text` with the ASCII letters A-Z in lowercase and every other byte unchanged (URL schemes
+/// and hosts, HTTP header names: case-insensitive in RFC 3986 3.1/3.2.2 and RFC 9110 5.1).
+std::string ascii_lower(std::string_view text);
+
+/// True when `text` ends with `suffix` (C++20's std::string_view::ends_with).
+bool ends_with(std::string_view text, std::string_view suffix) noexcept;
+
 /// Lowercase hex of every byte of `bytes`, two digits per byte: "a\n" -> "610a".
 std::string hex_bytes(std::string_view bytes);
 

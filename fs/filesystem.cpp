@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::fs {
@@ -27,11 +28,10 @@ std::string last_component(const std::string& path) {
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-bool same_time(const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
 
 bool same_attributes(const struct stat& a, const struct stat& b) {
     return a.st_mode == b.st_mode && a.st_uid == b.st_uid && a.st_gid == b.st_gid && a.st_size == b.st_size &&
-           a.st_nlink == b.st_nlink && same_time(a.st_mtim, b.st_mtim) && same_time(a.st_ctim, b.st_ctim);
+           a.st_nlink == b.st_nlink && gguf::same_time(a.st_mtim, b.st_mtim) && gguf::same_time(a.st_ctim, b.st_ctim);
 }
 
 struct stat directory_stat(const gguf::CatalogDirectory& d, uint64_t ino) {

@@ -1,6 +1,7 @@
 #include "fs/watcher.hpp"
 #include "common/threads.hpp"
 #include "common/text.hpp"
+#include "gguf/bytes/file_io.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,8 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kInotifyMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB |
                                   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
-
-bool same_time(const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
 
 /// Drains a non-blocking descriptor; returns the bytes read (pipe) or whether anything was read.
 std::string drain(int fd) {
@@ -213,7 +212,7 @@ bool Watcher::any_watched_path_changed() const {
         if (!exists) continue;
         const struct stat& o = w.st;
         if (st.st_dev != o.st_dev || st.st_ino != o.st_ino || st.st_mode != o.st_mode || st.st_uid != o.st_uid ||
-            st.st_gid != o.st_gid || !same_time(st.st_mtim, o.st_mtim) || !same_time(st.st_ctim, o.st_ctim) ||
+            st.st_gid != o.st_gid || !gguf::same_time(st.st_mtim, o.st_mtim) || !gguf::same_time(st.st_ctim, o.st_ctim) ||
             (!w.directory && st.st_size != o.st_size)) {
             return true;
         }

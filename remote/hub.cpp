@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "remote/bounds.hpp"
 #include "remote/url_parts.hpp"
@@ -25,11 +26,6 @@ using gguf::Error;
 
 constexpr size_t kMaxRepoIdLength = 96;        // huggingface_hub validate_repo_id
 constexpr size_t kMaxTokenFileBytes = 64 * 1024;
-
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 bool is_hex(std::string_view s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
@@ -201,7 +197,7 @@ std::string parse_hub_revision(std::string_view body, const std::string& url) {
     const std::string where = url_for_message(url);
     const nlohmann::json j = parse_json_bounded(body, where, "revision answer");
     if (!j.is_object()) throw Error(Code::BadValue, where + ": revision answer is not a JSON object");
-    std::string sha = lower(string_field(j, "sha", where));
+    std::string sha = gguf::ascii_lower(string_field(j, "sha", where));
     if ((sha.size() != 40 && sha.size() != 64) || !is_hex(sha))
         throw Error(Code::BadValue, where + ": \"sha\" \"" + sha + "\" is not a 40 or 64 digit hex commit id");
     return sha;
@@ -233,7 +229,7 @@ std::vector<HubTreeEntry> parse_hub_tree(std::string_view body, const std::strin
         if (!e.directory && lfs != item.end() && !lfs->is_null()) {
             if (!lfs->is_object()) throw Error(Code::BadValue, at + ": \"lfs\" is not an object");
             HubLfsInfo info;
-            std::string oid = lower(string_field(*lfs, "oid", at + ": lfs"));
+            std::string oid = gguf::ascii_lower(string_field(*lfs, "oid", at + ": lfs"));
             if (oid.rfind("sha256:", 0) == 0) oid = oid.substr(7);
             if (oid.size() != 64 || !is_hex(oid))
                 throw Error(Code::BadValue, at + ": lfs \"oid\" is not a sha256 (64 hex digits)");
@@ -284,7 +280,7 @@ public:
             if (s_[i_] != ';') bad("text after a link target that is not a ';' parameter");
             ++i_;
             skip_blanks();
-            std::string name = lower(std::string(token("parameter name")));
+            std::string name = gguf::ascii_lower(std::string(token("parameter name")));
             skip_blanks();
             std::string value;
             if (i_ < s_.size() && s_[i_] == '=') {
@@ -292,7 +288,7 @@ public:
                 skip_blanks();
                 value = i_ < s_.size() && s_[i_] == '"' ? quoted() : std::string(token("parameter value"));
             }
-            if (name == "rel") *is_next = *is_next || has_word(lower(value), "next");
+            if (name == "rel") *is_next = *is_next || has_word(gguf::ascii_lower(value), "next");
         }
     }
 

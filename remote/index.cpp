@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "remote/bounds.hpp"
 #include "remote/url_parts.hpp"
@@ -25,12 +26,6 @@ using gguf::Error;
 /// False for the names a listing holds that are no entry at all: "", "." and ".." (the page's
 /// own and parent links).
 bool names_an_entry(const std::string& name) { return !name.empty() && name != "." && name != ".."; }
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
 
 std::string attribute(xmlNode* node, const char* name) {
     xmlChar* v = xmlGetProp(node, reinterpret_cast<const xmlChar*>(name));
@@ -57,7 +52,7 @@ struct PageScan {
 };
 
 bool is_element(const xmlNode* n, const char* tag) {
-    return n != nullptr && n->type == XML_ELEMENT_NODE && lower(reinterpret_cast<const char*>(n->name)) == tag;
+    return n != nullptr && n->type == XML_ELEMENT_NODE && gguf::ascii_lower(reinterpret_cast<const char*>(n->name)) == tag;
 }
 
 /// nginx writes "<h1>Index of P</h1><hr><pre><a href=...>" (ngx_http_autoindex_module.c), while
@@ -244,7 +239,7 @@ std::vector<IndexEntry> parse_index_json(std::string_view body, const std::strin
 }
 
 std::vector<IndexEntry> parse_index(std::string_view body, std::string_view content_type, const std::string& page_url) {
-    std::string type = lower(content_type.substr(0, content_type.find(';')));
+    std::string type = gguf::ascii_lower(content_type.substr(0, content_type.find(';')));
     while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
     while (!type.empty() && std::isspace(static_cast<unsigned char>(type.front()))) type.erase(0, 1);
     const bool json_type = type == "application/json" || (type.size() > 5 && type.rfind("+json") == type.size() - 5);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <memory>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::remote {
@@ -26,11 +27,6 @@ std::string part(CURLU* u, CURLUPart which, unsigned flags = 0) {
     return out;
 }
 
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 }  // namespace
 
 std::optional<UrlParts> parse_url(const std::string& reference, const std::string& base) {
@@ -41,9 +37,9 @@ std::optional<UrlParts> parse_url(const std::string& reference, const std::strin
     if (curl_url_set(u.get(), CURLUPART_URL, reference.c_str(), kParseFlags) != CURLUE_OK) return std::nullopt;
     UrlParts p;
     p.url = part(u.get(), CURLUPART_URL);
-    p.scheme = lower(part(u.get(), CURLUPART_SCHEME));
+    p.scheme = gguf::ascii_lower(part(u.get(), CURLUPART_SCHEME));
     p.user = part(u.get(), CURLUPART_USER);
-    p.host = lower(part(u.get(), CURLUPART_HOST));
+    p.host = gguf::ascii_lower(part(u.get(), CURLUPART_HOST));
     p.port = part(u.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
     p.path = part(u.get(), CURLUPART_PATH);
     p.path_decoded = part(u.get(), CURLUPART_PATH, CURLU_URLDECODE);

@@ -209,4 +209,8 @@ std::string dir_name(const std::string& path) {
     return path.substr(0, slash);
 }
 
+bool same_time(const timespec& a, const timespec& b) noexcept { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
+void throw_io(const std::string& what, int err) { throw Error(Code::Io, what + ": " + std::strerror(err), err); }
+
 }  // namespace gguf

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <string>
 
 namespace gguf {
@@ -82,5 +83,11 @@ std::string base_name(const std::string& path);
 
 /// Everything before the last '/', or "." when there is none.
 std::string dir_name(const std::string& path);
+
+/// True when two stat(2) times (st_mtim, st_ctim) are equal to the nanosecond.
+bool same_time(const timespec& a, const timespec& b) noexcept;
+
+/// Throws Error(Code::Io, "WHAT: strerror(err)") carrying `err`, an errno value.
+[[noreturn]] void throw_io(const std::string& what, int err);
 
 }  // namespace gguf

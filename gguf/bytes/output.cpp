@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf {
@@ -23,8 +24,6 @@ namespace gguf {
 namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
-
-[[noreturn]] void throw_io(const std::string& what, int e) { throw Error(Code::Io, what + ": " + errno_text(e), e); }
 
 mode_t current_umask() {
     // umask(2) can only be read by setting it; the CLI is single-threaded when it creates outputs.

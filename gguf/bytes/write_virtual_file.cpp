@@ -9,14 +9,13 @@
 #include <cstring>
 #include <memory>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/bytes/output.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf {
 
 namespace {
-
-[[noreturn]] void throw_io(const std::string& what, int e) { throw Error(Code::Io, what + ": " + std::strerror(e), e); }
 
 /// pwrite all of `len` bytes at `offset`, retrying on EINTR and short writes. Returns 0 or errno.
 int pwrite_all(int fd, const char* src, uint64_t len, uint64_t offset) {

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "common/text.hpp"
+
 namespace gguf {
 
 namespace {
@@ -13,10 +15,6 @@ constexpr std::string_view kLetters = "-split-";
 constexpr std::string_view kPart = ".part";
 constexpr size_t kMaxLetters = 4;
 constexpr size_t kMaxDigits = 6;
-
-bool ends_with(std::string_view s, std::string_view tail) {
-    return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
 
 /// A valid logical name: "X.gguf" with X non-empty.
 bool valid_logical(std::string_view s) { return s.size() > kGguf.size() && ends_with(s, kGguf); }

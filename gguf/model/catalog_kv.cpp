@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "gguf/bytes/byte_source.hpp"
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/reader.hpp"
 #include "gguf/bytes/file_io.hpp"
@@ -19,10 +20,6 @@ namespace gguf {
 namespace {
 
 constexpr std::string_view kGgufSuffix = ".gguf";
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// The whole part `part` through its ByteSource, at most kMaxSidecarBytes. Throws Io naming it.
 std::string read_part_bytes(const FilePart& part) {

@@ -8,6 +8,7 @@
 
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/bytes/virtual_file.hpp"
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/format/reader.hpp"
 #include "gguf/model/catalog_kv.hpp"
@@ -16,10 +17,6 @@
 namespace gguf {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 /// The header of the file `entry` serves (its layout over its parts), read as a reader of the
 /// mount would read it. Throws like VirtualFile::open and read_header.

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 
 namespace gguf_mount::remote::s3 {
@@ -28,12 +29,6 @@ std::string_view trim(std::string_view s) {
     while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
     while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
     return s.substr(a, b - a);
-}
-
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
 }
 
 /// The profile a section header names, or nullopt for a section that is not a profile.
@@ -93,7 +88,7 @@ AwsFile parse_aws_file(const std::string& text, AwsFileKind kind, const std::str
         }
         if (!in_section)
             throw Error(Code::BadValue, path + ": line " + std::to_string(line_no) + ": a setting before any [section]");
-        std::string name = lowercase(trim(line.substr(0, eq)));
+        std::string name = gguf::ascii_lower(trim(line.substr(0, eq)));
         std::string value(trim(line.substr(eq + 1)));
         if (name.empty())
             throw Error(Code::BadValue, path + ": line " + std::to_string(line_no) + ": a setting without a name");

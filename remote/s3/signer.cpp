@@ -5,17 +5,13 @@
 #include <cerrno>
 #include <ctime>
 
+#include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "remote/s3/list_objects.hpp"
 #include "remote/s3/sigv4.hpp"
 
 namespace gguf_mount::remote::s3 {
 namespace {
-
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 /// `text` percent-decoded once (libcurl's curl_easy_unescape; '+' stays a '+').
 std::string decode(const std::string& text) {
@@ -37,10 +33,10 @@ std::optional<SplitUrl> split(const std::string& url) {
     const size_t colon = url.find("://");
     if (colon == std::string::npos) return std::nullopt;
     SplitUrl u;
-    u.scheme = lower(url.substr(0, colon));
+    u.scheme = gguf::ascii_lower(url.substr(0, colon));
     const size_t host_at = colon + 3;
     const size_t path_at = url.find_first_of("/?#", host_at);
-    u.host = lower(url.substr(host_at, path_at == std::string::npos ? std::string::npos : path_at - host_at));
+    u.host = gguf::ascii_lower(url.substr(host_at, path_at == std::string::npos ? std::string::npos : path_at - host_at));
     if (u.host.empty() || u.host.find('@') != std::string::npos) return std::nullopt;
     std::string rest = path_at == std::string::npos ? "/" : url.substr(path_at);
     rest = rest.substr(0, rest.find('#'));
@@ -76,7 +72,7 @@ S3Signer::S3Signer(S3Config config, std::shared_ptr<CredentialSource> credential
     path_style.addressing = AddressingStyle::Path;
     RequestTarget t = target_for(path_style, "b", "");  // path "BASE/b"
     scheme_ = t.scheme;
-    host_ = lower(t.host);
+    host_ = gguf::ascii_lower(t.host);
     base_path_ = t.path.substr(0, t.path.size() - 2);
 }
 

@@ -55,12 +55,6 @@ std::string derive_signing_key(const std::string& secret, const std::string& dat
     return hmac_sha256(k_service.bytes, "aws4_request");
 }
 
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 /// A header value as SigV4 canonicalizes it: leading and trailing spaces/tabs removed, each run of
 /// spaces/tabs inside collapsed to one space.
 std::string canonical_value(std::string_view v) {
@@ -193,7 +187,7 @@ SignedRequest sign(const SigningRequest& request, const Credentials& credentials
     auto add = [&](const std::string& name, const std::string& value) {
         check_header_text("header " + name, name);
         check_header_text("the value of header " + name, value);
-        std::string key = lowercase(name);
+        std::string key = gguf::ascii_lower(name);
         std::string v = canonical_value(value);
         auto it = signed_values.find(key);
         if (it == signed_values.end()) {
@@ -205,7 +199,7 @@ SignedRequest sign(const SigningRequest& request, const Credentials& credentials
     };
     add("Host", request.host);
     for (const auto& [name, value] : request.headers) {
-        std::string key = lowercase(name);
+        std::string key = gguf::ascii_lower(name);
         if (key == "host" || key == "x-amz-date" || key == "x-amz-content-sha256" || key == "x-amz-security-token" ||
             key == "authorization")
             throw Error(Code::BadArgument, "SigV4: header " + name + " is set by the signer");
