@@ -42,7 +42,7 @@ protected:
         for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
     }
     /// The token server (`extra` options), then the registry trusting its certificate.
-    void start(const std::vector<std::string>& extra = {}) {
+    void start(const std::vector<std::string>& extra = {}, const std::string& redirect_base = "") {
         const std::string dir = root_ + "/tokens";
         fs::create_directories(dir);
         std::vector<std::string> argv = {remote_test::find_program("python3"),
@@ -55,7 +55,7 @@ protected:
         ASSERT_TRUE(mount_test::time_until([&] { return fs::exists(dir + "/port"); }, std::chrono::seconds(20)))
             << gguf_test::read_file(root_ + "/tokens.log");
         const std::string& realm = realm_ = "http://127.0.0.1:" + gguf_test::read_file(dir + "/port") + "/token";
-        ASSERT_TRUE(registry_.start(root_ + "/registry", &error, realm, dir + "/token.crt")) << error;
+        ASSERT_TRUE(registry_.start(root_ + "/registry", &error, realm, dir + "/token.crt", redirect_base)) << error;
         token_log_ = dir + "/token.log";
         // Pushed with alice's token (push scope).
         auto r = gguf_test::run({"/usr/bin/curl", "-sf", "-u", "alice:s3cret-Pa55",
@@ -168,6 +168,26 @@ TEST_F(OciAuth, TokensThatExpireDuringAMountAreRenewedAndReadsGoOn) {
     EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/dense.gguf"), gguf_test::sha256_file(root_ + "/want.gguf")) << log();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     EXPECT_GT(token_requests().size(), before);
+}
+
+TEST_F(OciAuth, BlobsRedirectedToAnotherHostAreFetchedThereWithoutAuthorization) {
+    // The "CDN": a plain server on another origin over the registry's own storage.
+    remote_test::FaultServer cdn(root_ + "/registry/storage");
+    std::string error;
+    fs::create_directories(root_ + "/registry/storage");
+    ASSERT_TRUE(cdn.start(&error)) << error;
+    ASSERT_NO_FATAL_FAILURE(start({}, cdn.base_url()));
+    write_docker_config();
+    ASSERT_TRUE(mount(args(), ref("team/private"))) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/private.gguf"), gguf_test::sha256_file(kTiny)) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    const auto entries = cdn.access_log();
+    size_t blobs = 0;
+    for (const auto& e : entries) {
+        blobs += e.uri.find("/docker/registry/v2/blobs/sha256/") != std::string::npos;
+        EXPECT_FALSE(e.has_authorization()) << e.uri;
+    }
+    EXPECT_GE(blobs, 1u);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ bool OciRegistry::available(std::string* why) {
 }
 
 bool OciRegistry::start(const std::string& root, std::string* error, const std::string& token_realm,
-                        const std::string& cert) {
+                        const std::string& cert, const std::string& redirect_base) {
     storage_ = root + "/storage";
     fs::create_directories(storage_);
     if (port_ == 0) port_ = free_port();
@@ -34,6 +34,9 @@ bool OciRegistry::start(const std::string& root, std::string* error, const std::
     if (!token_realm.empty()) {
         config += "auth:\n  token:\n    realm: " + token_realm +
                   "\n    service: gguf-test\n    issuer: gguf-test-issuer\n    rootcertbundle: " + cert + "\n";
+    }
+    if (!redirect_base.empty()) {
+        config += "middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: " + redirect_base + "\n";
     }
     const std::string conf = root + "/registry.yml";
     gguf_test::write_file(conf, config);

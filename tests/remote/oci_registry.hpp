@@ -21,8 +21,10 @@ public:
     /// Writes a config (storage ROOT/storage, 127.0.0.1:free port) and starts the registry; with
     /// `token_realm` (and the token server's `cert`), token auth ("auth.token": realm, service
     /// "gguf-test", issuer "gguf-test-issuer", rootcertbundle `cert`). False with *error.
+    /// `redirect_base`: blob GETs are answered 307 to this base URL + the blob's storage path
+    /// (the registry's "redirect" storage middleware, as a CDN-backed registry answers).
     bool start(const std::string& root, std::string* error, const std::string& token_realm = "",
-               const std::string& cert = "");
+               const std::string& cert = "", const std::string& redirect_base = "");
     void stop();
     ~OciRegistry() { stop(); }
 
