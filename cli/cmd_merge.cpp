@@ -69,8 +69,9 @@ const char* const kMergeHelpTail =
     "    renamed and re-read successfully (the reference deletes each shard as it goes); if any\n"
     "    shard cannot be deleted (directory permissions, sticky bit, chattr +i), nothing is\n"
     "    written or deleted; shards that are symbolic links lose the link, not the target.\n"
-    "FIRST_SHARD may be an http(s):// URL of a first shard, s3://BUCKET/KEY of one, or\n"
-    "hf://ORG/REPO[@REVISION]/PATH to one\n"
+    "FIRST_SHARD may be an http(s):// URL of a first shard, s3://BUCKET/KEY of one,\n"
+    "oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] or ollama://[REGISTRY/][NS/]MODEL[:TAG] (the\n"
+    "manifest's model, every blob checked against its digest), or hf://ORG/REPO[@REVISION]/PATH to one\n"
     "(the revision pinned to its commit; HF_TOKEN, HF_ENDPOINT): each shard is read once, in order,\n"
     "straight into the output (no shard copies on disk; peak disk use = the merged size; blocks\n"
     "already in the block cache, e.g. after `gguf-mount prefetch`, are read from it, and fetched\n"
@@ -229,6 +230,40 @@ std::optional<std::pair<std::string, uint64_t>> load_state(const std::string& pa
     return std::make_pair((dir == "/" ? std::string() : dir) + "/" + name, static_cast<uint64_t>(done));
 }
 
+/// The merged file of the set whose first shard is at `url` (remote::open_remote_set), and its
+/// tensor count. Throws as open_remote_set and open_merged do.
+gguf::VirtualFile remote_set_file(const std::string& url, const std::shared_ptr<remote::RemoteContext>& context,
+                                  const gguf::KvOverrides& overrides, uint64_t* tensor_count) {
+    gguf::SplitSet set = remote::open_remote_set(url, context);
+    *tensor_count = set.tensor_count();
+    return gguf::open_merged(set, overrides);
+}
+
+/// The model file of a registry manifest (ResolvedSource::oci_model: its merged weight layers or
+/// its one GGUF layer, with `overrides` applied as a mount applies them), and its tensor count.
+/// Throws gguf::Error naming the source when the catalog does not serve it (its problem).
+gguf::VirtualFile oci_model_file(ResolvedSource& source, const gguf::KvOverrides& overrides, uint64_t* tensor_count) {
+    gguf::CatalogOptions copt;
+    copt.overrides = overrides;
+    gguf::Catalog catalog = source.catalog(copt);
+    for (const gguf::CatalogEntry& e : catalog.entries) {
+        if (e.path != source.oci_model) continue;
+        gguf::VirtualFile vf = gguf::VirtualFile::open(e.layout, e.parts());
+        *tensor_count = e.tensor_count;
+        if (e.kind != gguf::EntryKind::MergedSet) {
+            gguf::Header h = gguf::read_header(
+                [&vf](void* dst, size_t len, uint64_t offset) { return vf.read(offset, len, static_cast<char*>(dst)); },
+                vf.size(), source.shown);
+            *tensor_count = h.tensors.size();
+        }
+        return vf;
+    }
+    for (const gguf::Problem& p : catalog.problems) {
+        if (p.path == source.oci_model) throw gguf::Error(gguf::Code::BadSplit, p.reason);
+    }
+    throw gguf::Error(gguf::Code::BadSplit, source.shown + ": its model " + source.oci_model + " is not served");
+}
+
 /// `merge URL OUT` for a remote `source` (pinned first: an hf:// file at its commit): the remote
 /// set planned like a mount (remote::open_remote_set), its bytes
 /// read through the same RemoteSource (block cache read, never written: it would double the
@@ -244,7 +279,7 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
                                                        ": --delete-splits is refused for a URL (nothing on this "
                                                        "machine to delete)");
     }
-    if (source.directory()) {
+    if (source.directory() && source.kind != SourceKind::OciModel) {
         throw gguf::Error(gguf::Code::BadArgument,
                           source.shown + ": a directory URL; merge takes the URL of a set's first shard "
                                                          "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
@@ -254,11 +289,11 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     source.options.remote.store_blocks = false;
     source.options.remote.cache_source = source.shown;  // a trim leaves the blocks it reads alone
     source.connect();
-    std::optional<gguf::SplitSet> set(remote::open_remote_set(url, source.context));
-    const size_t shard_count = set->shards().size();
-    const uint64_t tensor_count = set->tensor_count();
-    const gguf::VirtualFile vf = gguf::open_merged(*set, overrides);
-    set.reset();
+    uint64_t tensor_count = 0;
+    const gguf::VirtualFile vf = source.kind == SourceKind::OciModel
+                                     ? oci_model_file(source, overrides, &tensor_count)
+                                     : remote_set_file(url, source.context, overrides, &tensor_count);
+    const size_t shard_count = vf.sources().size();
     if (cancelled()) return exit_for_signal();
 
     const gguf::PublishMethod method = publish_method_for(output);
@@ -291,7 +326,11 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     for (const auto& s : vf.sources()) {
         auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s);
         auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
-        if (it == sha256s.end()) continue;
+        // A registry blob carries its own digest (RemoteSource::sha256, from the manifest).
+        const std::string expected = it != sha256s.end()                             ? it->second
+                                     : r && source.kind == SourceKind::OciModel ? r->sha256()
+                                                                                  : std::string();
+        if (expected.empty()) continue;
         if (resume_from > 0) {
             if (!quiet) {
                 spdlog::info("{}: continued merge: the shards' sha256 is not checked", gguf::quote_name(output));
@@ -299,7 +338,7 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
             checked.clear();
             break;
         }
-        const_cast<remote::RemoteSource&>(*r).verify_sha256(it->second);
+        const_cast<remote::RemoteSource&>(*r).verify_sha256(expected);
         checked.push_back(r.get());
     }
     // The first shard whose bytes are wrong: its line, else "".

@@ -209,7 +209,7 @@ cxxopts::Options make_options() {
                                        "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
                                        "--merge`), byte-split parts joined, every other file as it is, nested "
                                        "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as the AWS CLI reads them).");
+                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as the AWS CLI reads them), or oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] or ollama://[REGISTRY/][NS/]MODEL[:TAG] (a registry's model: one merged .gguf and its companion layers; docker/podman credentials), or an Ollama store (~/.ollama/models) or OCI image layout directory (MODEL-TAG.gguf per tag).");
     options.custom_help("[options]");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
@@ -391,7 +391,8 @@ int run_mount(int argc, char** argv) {
     ResolvedSource resolved = resolve_source(source_arg, sopt);
     // The name in logs and the default fsname (a remote URL: without credentials or query).
     const std::string source = resolved.canonical;
-    bool single_set = !resolved.directory();
+    // A registry model is one manifest: a mount that serves nothing of it is refused like a set's.
+    bool single_set = !resolved.directory() || resolved.kind == SourceKind::OciModel;
     std::chrono::milliseconds revalidate{0};  // remote SOURCE only: nothing local watches a URL
     const bool remote_source = resolved.remote();
     if (!remote_source && !resolved.local_problem.empty()) {
@@ -472,6 +473,9 @@ int run_mount(int argc, char** argv) {
     copt.show_shards = args.count("show-shards") > 0;
     copt.overrides = overrides;
     copt.split_view = split_view;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    if (!live && resolved.oci_local()) live = fs::LiveFilesystem::with_builder(source, resolved.catalog_builder(copt));
+#endif
     if (!live) {
         // A mount point inside SOURCE is never walked (README "Mount point rules"); once mounted,
         // run_session adds the mount's root as well.

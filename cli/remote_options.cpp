@@ -146,6 +146,10 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix, un
                                 "AWS_PROFILE, else the environment's keys, else \"default\")",
             cxxopts::value<std::string>(), "NAME");
     }
+    if (which & kOciOptions) {
+        add("plain-http", "oci:// or ollama:// SOURCE: the registry speaks plain http, not https (as oras and "
+                          "skopeo's --tls-verify=false registries; credentials then travel in the clear)");
+    }
     if (which & kRevalidateOption) {
         add("revalidate", prefix + "ask the server again every SECONDS (a HEAD per file, the index pages): a changed "
                                    "file appears as a new version, a server down at mount is retried; 0: only on "
@@ -166,6 +170,7 @@ void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptio
     ro->http.net_timeout = std::chrono::seconds(std::max(1u, parsed["net-timeout"].as<unsigned>()));
     ro->offline = parsed.count("offline") > 0;
     if (parsed.count("no-sign-request")) ro->s3.no_sign_request = true;
+    if (parsed.count("plain-http")) ro->plain_http = true;
     if (parsed.count("endpoint-url")) ro->s3.endpoint_url = parsed["endpoint-url"].as<std::string>();
     if (parsed.count("region")) ro->s3.region = parsed["region"].as<std::string>();
     if (parsed.count("profile")) ro->s3.profile = parsed["profile"].as<std::string>();

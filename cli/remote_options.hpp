@@ -59,8 +59,11 @@ enum RemoteOption : unsigned {
     kRevalidateOption = 1u << 6,    ///< --revalidate SECONDS (default 60): a mount asks again
     /// --no-sign-request, --endpoint-url URL, --region R, --profile P: an s3:// SOURCE
     kS3Options = 1u << 7,
+    /// --plain-http: an oci:// or ollama:// registry without TLS
+    kOciOptions = 1u << 8,
     /// What check, merge and prefetch take.
-    kOfflineCommandOptions = kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption | kS3Options,
+    kOfflineCommandOptions =
+        kSourceFileOption | kCacheDirOption | kNetTimeoutOption | kCaCertOption | kS3Options | kOciOptions,
     /// What a mount takes.
     kMountOptions = kOfflineCommandOptions | kOfflineOption | kCacheMaxSizeOption | kRevalidateOption,
 };

@@ -15,6 +15,7 @@
 #include "remote/http.hpp"
 #include "remote/hub.hpp"
 #include "remote/listing.hpp"
+#include "remote/oci/listing.hpp"
 #include "remote/s3/listing.hpp"
 #include "remote/url_parts.hpp"
 #endif
@@ -35,6 +36,12 @@ void classify_local(ResolvedSource* s) {
         s->local_problem = "not a directory or a regular file";
     }
     s->kind = S_ISDIR(st.st_mode) && s->local_problem.empty() ? SourceKind::LocalDirectory : SourceKind::LocalFile;
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    if (s->kind == SourceKind::LocalDirectory) {
+        if (remote::oci::is_oci_layout(s->path)) s->kind = SourceKind::OciLayout;
+        else if (remote::oci::is_ollama_store(s->path)) s->kind = SourceKind::OllamaStore;
+    }
+#endif
     s->canonical = s->kind == SourceKind::LocalDirectory
                        ? real_path(s->argument)
                        : real_path(gguf::dir_name(s->argument)) + "/" + gguf::base_name(s->argument);
@@ -79,6 +86,26 @@ void connect_s3(ResolvedSource* s) {
     s->listing = std::make_shared<remote::s3::S3Listing>(s->context, s->s3_signer, s->s3_uri.bucket, s->s3_uri.key);
 }
 
+void connect_oci(ResolvedSource* s) {
+    if (s->kind != SourceKind::OciModel) return;
+    remote::oci::PinnedManifest pinned;
+    s->listing = remote::oci::registry_listing(s->context, s->oci_ref, &pinned);
+    s->oci_digest = pinned.digest;
+    s->oci_model = pinned.model_file;
+}
+
+/// pin() of an oci:// or ollama:// SOURCE: the reference, the registry's authorization (asked
+/// once, unless offline) and the signer of the context's client.
+void pin_oci(ResolvedSource* s) {
+    remote::RemoteOptions& ro = s->options.remote;
+    s->oci_ref = remote::oci::parse_reference(s->argument, ro.plain_http);
+    auto auth = std::make_shared<remote::oci::Auth>(s->oci_ref, ro.http);
+    if (!ro.offline) auth->discover();
+    auto signer = std::make_shared<const remote::oci::RegistrySigner>(s->oci_ref, auth);
+    ro.http.signer = signer;
+    s->oci_signer = signer;
+}
+
 /// pin() of an s3:// SOURCE: configuration, credentials (early, for a clear error before any
 /// request), the signer of the context's client, and the object URL of a first shard.
 void pin_s3(ResolvedSource* s) {
@@ -111,6 +138,11 @@ void classify(ResolvedSource* s) {
     if (remote::is_http_url(a)) {
         s->kind = names_directory(a) ? SourceKind::HttpDirectory : SourceKind::HttpFile;
         s->shown = s->canonical = remote::url_for_message(a);
+        return;
+    }
+    if (remote::oci::is_oci_source(a)) {
+        s->kind = SourceKind::OciModel;
+        s->shown = s->canonical = a;
         return;
     }
     if (a.rfind("s3://", 0) == 0) {
@@ -152,6 +184,8 @@ void ResolvedSource::pin() {
         hub = remote::hub_setup(argument, &options.remote.http);
     } else if (kind == SourceKind::S3Object || kind == SourceKind::S3Prefix) {
         pin_s3(this);
+    } else if (kind == SourceKind::OciModel) {
+        pin_oci(this);
     } else {
         url = argument;  // http(s)
     }
@@ -169,6 +203,7 @@ void ResolvedSource::connect() {
     case SourceKind::HubRepo: connect_hub(this); break;
     case SourceKind::S3Object:
     case SourceKind::S3Prefix: connect_s3(this); break;
+    case SourceKind::OciModel: connect_oci(this); break;
     default: break;
     }
 }
@@ -183,6 +218,13 @@ std::function<gguf::Catalog()> ResolvedSource::catalog_builder(const gguf::Catal
         }
         return [url = url, c = context, o = copt.overrides, d = sha256s] {
             return remote::remote_set_catalog(url, c, o, d);
+        };
+    }
+    if (kind == SourceKind::OciLayout || kind == SourceKind::OllamaStore) {
+        // Read afresh at each build: a model pulled meanwhile appears at the next rescan.
+        return [p = path, layout = kind == SourceKind::OciLayout, copt] {
+            auto l = layout ? remote::oci::layout_listing(p) : remote::oci::store_listing(p);
+            return gguf::build_catalog(*l, copt);
         };
     }
 #endif

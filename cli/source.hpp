@@ -18,6 +18,8 @@
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/hub_listing.hpp"
+#include "remote/oci/reference.hpp"
+#include "remote/oci/signer.hpp"
 #include "remote/s3/signer.hpp"
 #include "remote/source.hpp"
 #endif
@@ -37,6 +39,11 @@ enum class SourceKind {
     HubFile,        ///< hf://ORG/REPO[@REVISION]/PATH ending in .gguf (remote::hub_names_file)
     S3Object,       ///< s3://BUCKET/KEY-00001-of-N.gguf: a first shard (the key raw, as the AWS CLI takes it)
     S3Prefix,       ///< s3://BUCKET/PREFIX/ or s3://BUCKET: its ListObjectsV2 listing, sub-prefixes as folders
+    /// oci://REGISTRY/REPO[:TAG|@DIGEST] or ollama://[REG/][NS/]MODEL[:TAG]: one model manifest
+    /// (remote/oci/), pinned to its digest at connect()
+    OciModel,
+    OciLayout,    ///< a local OCI image layout (oci-layout + index.json + blobs/): its models
+    OllamaStore,  ///< a local Ollama models store (manifests/ + blobs/): its models per tag
 };
 
 /// How a command resolves its SOURCE.
@@ -76,12 +83,16 @@ struct ResolvedSource {
     std::string local_problem;
     SourceOptions options;
 
-    bool remote() const noexcept { return kind != SourceKind::LocalDirectory && kind != SourceKind::LocalFile; }
+    bool remote() const noexcept {
+        return kind != SourceKind::LocalDirectory && kind != SourceKind::LocalFile && !oci_local();
+    }
+    /// A local OCI layout or Ollama store: a listing made of its manifests, blobs read in place.
+    bool oci_local() const noexcept { return kind == SourceKind::OciLayout || kind == SourceKind::OllamaStore; }
     /// True for the kinds whose catalog is a directory walk (LocalDirectory, HttpDirectory,
     /// HubRepo); the others name one file or set.
     bool directory() const noexcept {
         return kind == SourceKind::LocalDirectory || kind == SourceKind::HttpDirectory || kind == SourceKind::HubRepo ||
-               kind == SourceKind::S3Prefix;
+               kind == SourceKind::S3Prefix || kind == SourceKind::OciModel || oci_local();
     }
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -110,6 +121,10 @@ struct ResolvedSource {
     remote::s3::S3Uri s3_uri;                               ///< s3:// after pin()
     std::string commit;                          ///< HubRepo after connect(): the pinned commit
     size_t tree_pages = 0;                       ///< HubRepo after connect(): tree pages fetched
+    remote::oci::Reference oci_ref;              ///< OciModel after pin()
+    std::shared_ptr<const remote::oci::RegistrySigner> oci_signer;  ///< OciModel after pin()
+    std::string oci_digest;                      ///< OciModel after connect(): the pinned manifest digest
+    std::string oci_model;                       ///< OciModel after connect(): the model's path in the catalog
 #endif
 
     /// What a mount shows, built afresh at each call (connect() first for remote kinds): a

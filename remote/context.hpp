@@ -25,6 +25,8 @@ struct RemoteOptions {
     /// The S3 options of the command line (--no-sign-request, --endpoint-url, --region,
     /// --profile): how an s3:// SOURCE is resolved (remote/s3/config.hpp).
     s3::S3CommandOptions s3;
+    /// oci:// and ollama:// registries over http, not https (--plain-http, as oras names it).
+    bool plain_http = false;
     std::string cache_dir;        ///< "" -> BlockCache::default_dir()
     uint64_t cache_max_bytes = 0; ///< 0: unbounded
     /// The SOURCE the context reads, as messages show it (no query, no credentials): claimed in

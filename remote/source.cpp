@@ -24,11 +24,11 @@ BlockReading reading_of(const RemoteOptions& o) {
 }  // namespace
 
 RemoteSource::RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info,
-                           bool size_only)
+                           bool size_only, const std::string& key_name)
     : context_(std::move(context)), name_(context_->client().name_for_message(url)) {
     // Without a validator (neither ETag nor Last-Modified) a same-size replacement would keep
     // the key: such a file's blocks serve this open only.
-    std::string key = BlockCache::validates(info.validator) ? BlockCache::object_key(url, info.validator)
+    std::string key = BlockCache::validates(info.validator) ? BlockCache::object_key(key_name.empty() ? url : key_name, info.validator)
                                                             : context_->cache().open_once(url);
     context_->cache().use_object(key);
     blocks_ = std::make_shared<SourceBlocks>(context_->client(), context_->store(), context_->prefetcher(),
@@ -95,8 +95,11 @@ std::shared_ptr<RemoteSource> RemoteSource::open(std::shared_ptr<RemoteContext> 
 }
 
 std::shared_ptr<RemoteSource> RemoteSource::open_known(std::shared_ptr<RemoteContext> context,
-                                                      const std::string& url, ObjectInfo info, std::string sha256) {
-    auto src = std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), true));
+                                                      const std::string& url, ObjectInfo info, std::string sha256,
+                                                      const std::string& key_name, std::string vouched_by) {
+    auto src =
+        std::shared_ptr<RemoteSource>(new RemoteSource(std::move(context), url, std::move(info), true, key_name));
+    if (!vouched_by.empty()) src->vouched_by_ = std::move(vouched_by);
     src->expect_sha256(std::move(sha256));
     return src;
 }

@@ -42,8 +42,12 @@ public:
     /// order to its end (a full sequential read through a mount) has it checked as the bytes
     /// pass, as verify_sha256 does but without reading anything for it beyond
     /// kSequentialWindow: a mismatch fails that last read and every later one with EIO.
+    /// `key_name`: what the cache key is made of instead of the URL (a content address, e.g. an
+    /// OCI blob's "sha256:HEX", so that every repository holding the blob shares its blocks);
+    /// `vouched_by`: who gave `sha256`, for the mismatch line (default "the Hub's lfs.oid").
     static std::shared_ptr<RemoteSource> open_known(std::shared_ptr<RemoteContext> context, const std::string& url,
-                                                    ObjectInfo info, std::string sha256 = {});
+                                                    ObjectInfo info, std::string sha256 = {},
+                                                    const std::string& key_name = {}, std::string vouched_by = {});
 
     /// A source whose size and validator a listing gives and whose answers carry the same
     /// validator (an S3 ListObjectsV2 entry: Size and ETag, as GetObject answers them), opened
@@ -121,7 +125,8 @@ public:
     gguf::FilePart part() const;
 
 private:
-    RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info, bool size_only);
+    RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info, bool size_only,
+                 const std::string& key_name = {});
 
     /// The verify_sha256 step after a read of [offset, offset + n) into `data` succeeded:
     /// hashes what is new; returns n, -EIO when the digest was found to differ (or a read that
@@ -139,6 +144,7 @@ private:
     std::string name_;                        // the URL without credentials or query
     std::shared_ptr<SourceBlocks> blocks_;
     std::string sha256_;  // open_known: the listing's content sha256, "" when unknown
+    std::string vouched_by_ = "the Hub's lfs.oid";  // who gave sha256_ (the mismatch line)
     std::unique_ptr<SequentialDigest> digest_;  // verify_sha256; set before reads start
 };
 

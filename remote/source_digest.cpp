@@ -50,7 +50,7 @@ void RemoteSource::compare_digest() const {
     d.settled = true;
     const std::string got = d.hash.hex();
     if (got == d.expected) return;
-    d.error = name_ + ": sha256 mismatch: expected " + d.expected + " (the Hub's lfs.oid), the " +
+    d.error = name_ + ": sha256 mismatch: expected " + d.expected + " (" + vouched_by_ + "), the " +
               std::to_string(size()) + " bytes received hash to " + got +
               " (wrong bytes from the server or its CDN); its cached blocks were dropped";
     d.failed = true;

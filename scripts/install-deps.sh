@@ -19,6 +19,7 @@ if [ "$build_only" -eq 0 ]; then
     nginx-light openssl python3
     libnginx-mod-http-js  # njs: the S3 fleet tier signs with it (docs/fleet/s3.conf; its test skips without)
     acl  # setfacl: the POSIX ACL permission tests (skipped without it)
+    docker-registry skopeo  # the OCI registry tests (tests/remote/oci_*): registry 2.8, layouts
   )
 fi
 

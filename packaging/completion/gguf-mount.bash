@@ -22,10 +22,10 @@ _gguf_mount() {
         --split-max-tensors|--split-max-size|--net-timeout|--revalidate|--readahead-kb|--cache-max-size|--max-size|--override-kv|--remove-kv|--endpoint-url|--region|--profile)
             return ;;
         -o)
-            COMPREPLY=($(compgen -W "allow_other nonempty ro cache_dir= log_file= log_level= offline revalidate= net_timeout=" -- "$cur")); return ;;
+            COMPREPLY=($(compgen -W "allow_other nonempty ro cache_dir= log_file= log_level= offline revalidate= net_timeout= plain_http" -- "$cur")); return ;;
     esac
     if [ "$cword" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "split merge mount check prefetch cache umount --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "split merge mount check prefetch cache umount --help --version oci:// ollama://" -- "$cur"))
         [[ "$cur" != -* ]] && _filedir -d
         return
     fi

@@ -1,0 +1,181 @@
+// Local OCI sources: an OCI image layout and an Ollama models store, their blobs read in place.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gguf/error.hpp"
+#include "remote/oci/listing.hpp"
+
+namespace gguf_mount::remote::oci {
+namespace {
+
+/// Manifests and indexes are small; a larger "manifest" is not one.
+constexpr off_t kMaxManifestBytes = off_t{4} << 20;
+
+bool is_dir(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string read_small(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxManifestBytes)
+        throw gguf::Error(gguf::Code::BadValue, path + ": not a manifest (not a regular file of at most 4 MiB)");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw gguf::Error(gguf::Code::Io, path + ": cannot be read", EIO);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// A local blob's FilePart (read in place): the path, its stat. Throws gguf::Error(Io) naming
+/// the path when it is missing, BadValue when its size is not the descriptor's.
+gguf::FilePart blob_part(const std::string& path, const Descriptor& d) {
+    gguf::FilePart p;
+    if (::stat(path.c_str(), &p.st) != 0 || !S_ISREG(p.st.st_mode))
+        throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " missing", ENOENT);
+    if (static_cast<uint64_t>(p.st.st_size) != d.size)
+        throw gguf::Error(gguf::Code::BadValue, path + ": blob " + d.digest + " is " + std::to_string(p.st.st_size) +
+                                                    " bytes, its manifest says " + std::to_string(d.size));
+    p.path = path;
+    p.size = d.size;
+    return p;
+}
+
+/// Adds the files of manifest `m` named after `base` under folder `folder` ("" or "a/b/").
+void add_model(TreeListing& listing, const Manifest& m, const std::string& folder, const std::string& base,
+               const std::function<std::string(const std::string&)>& blob_path, const std::string& where) {
+    Naming naming;
+    naming.base = base;
+    naming.use_layer_names = false;
+    ModelFiles files = model_files(m, naming, where);
+    auto add = [&](const ModelFile& f) {
+        try {
+            listing.add(folder + f.name, blob_part(blob_path(f.layer.digest), f.layer));
+        } catch (const gguf::Error& e) {
+            listing.add_error(folder + f.name, e.what());
+        }
+    };
+    for (const ModelFile& f : files.weights) add(f);
+    for (const ModelFile& f : files.companions) add(f);
+    for (const std::string& r : files.refused) spdlog::warn("{}", r);
+}
+
+/// A manifest file, narrowed to its model manifest when it is an index.
+Manifest read_model_manifest(const std::string& path, const std::string& media_type,
+                             const std::function<std::string(const std::string&)>& blob_path, const std::string& where) {
+    Manifest m = parse_manifest(read_small(path), media_type, where);
+    if (!m.index) return m;
+    auto fetch = [&](const Descriptor& d) { return read_small(blob_path(d.digest)); };
+    Descriptor chosen = select_model_manifest(m, fetch, where);
+    m = parse_manifest(read_small(blob_path(chosen.digest)), chosen.media_type, where);
+    if (m.index) throw gguf::Error(gguf::Code::BadValue, where + ": an index inside an index is not read");
+    return m;
+}
+
+std::string base_name(std::string p) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    const size_t s = p.rfind('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
+bool is_oci_layout(const std::string& dir) { return is_file(dir + "/oci-layout") && is_file(dir + "/index.json"); }
+
+bool is_ollama_store(const std::string& dir) { return is_dir(dir + "/manifests") && is_dir(dir + "/blobs"); }
+
+std::shared_ptr<TreeListing> layout_listing(const std::string& dir) {
+    const std::string index_path = dir + "/index.json";
+    Manifest index = parse_manifest(read_small(index_path), "", index_path);
+    auto listing = std::make_shared<TreeListing>(dir);
+    auto blob_path = [&](const std::string& digest) { return dir + "/blobs/sha256/" + digest.substr(7); };
+    std::vector<Descriptor> list = index.index ? index.manifests : std::vector<Descriptor>{};
+    const std::string dir_name = base_name(dir);
+    for (const Descriptor& d : list) {
+        auto ref = d.annotations.find("org.opencontainers.image.ref.name");
+        std::string base;
+        if (ref == d.annotations.end()) {
+            base = dir_name + "-" + d.digest.substr(7, 12);
+        } else {
+            // "MODEL:TAG" or a full reference: MODEL-TAG; a plain tag: DIR-TAG.
+            const std::string& r = ref->second;
+            const size_t slash = r.rfind('/');
+            const size_t colon = r.rfind(':');
+            if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) {
+                const std::string name = r.substr(0, colon);
+                base = base_name(name) + "-" + r.substr(colon + 1);
+            } else {
+                base = dir_name + "-" + base_name(r);
+            }
+        }
+        const std::string where = index_path + " (" + (ref == d.annotations.end() ? d.digest : ref->second) + ")";
+        try {
+            Manifest m = read_model_manifest(blob_path(d.digest), d.media_type, blob_path, where);
+            add_model(*listing, m, "", base, blob_path, where);
+        } catch (const gguf::Error& e) {
+            if (e.code() == gguf::Code::BadValue && std::string(e.what()).find("no GGUF layer") != std::string::npos) {
+                spdlog::info("{}", e.what());  // an image that is not a model: not shown
+                continue;
+            }
+            listing->add_error(base + ".gguf", e.what());
+        }
+    }
+    return listing;
+}
+
+std::shared_ptr<TreeListing> store_listing(const std::string& dir) {
+    auto listing = std::make_shared<TreeListing>(dir);
+    auto blob_path = [&](const std::string& digest) { return dir + "/blobs/sha256-" + digest.substr(7); };
+    const std::string manifests = dir + "/manifests";
+    for (const std::string& registry : entries(manifests)) {
+        for (const std::string& ns : entries(manifests + "/" + registry)) {
+            for (const std::string& model : entries(manifests + "/" + registry + "/" + ns)) {
+                const std::string model_dir = manifests + "/" + registry + "/" + ns + "/" + model;
+                for (const std::string& tag : entries(model_dir)) {
+                    const std::string path = model_dir + "/" + tag;
+                    if (!is_file(path)) continue;
+                    std::string folder = registry == kOllamaRegistry ? "" : registry + "/";
+                    if (ns != "library" || registry != kOllamaRegistry) folder += ns + "/";
+                    const std::string base = model + "-" + tag;
+                    try {
+                        Manifest m = read_model_manifest(path, "", blob_path, path);
+                        add_model(*listing, m, folder, base, blob_path, path);
+                    } catch (const gguf::Error& e) {
+                        listing->add_error(folder + base + ".gguf", e.what());
+                    }
+                }
+            }
+        }
+    }
+    return listing;
+}
+
+}  // namespace gguf_mount::remote::oci

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Test token service for docker-registry's token auth (Docker's "Token Authentication
+Specification"): GET /token?service=S&scope=repository:NAME:pull answers
+{"token", "access_token", "expires_in", "issued_at"} with an RS256 JWT signed by a throw-away key
+(openssl makes it; its self-signed certificate is the registry's auth.token.rootcertbundle and
+travels in the JWT's x5c header).
+
+  token_server.py --dir DIR --port-file F [--users u:p,...] [--private repo,...] [--expires-in S]
+                  [--early S]
+
+Anonymous requests get pull on every repository not listed in --private; --users' Basic
+credentials get pull everywhere. --early moves exp that many seconds before the expires_in said
+(registry 2.8 accepts a token up to 60 s past exp). Each request is one JSON line in
+DIR/token.log (path, scope, whether it had credentials, the user: never the password).
+Listens on 127.0.0.1 only.
+"""
+import argparse
+import base64
+import http.server
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class Keys:
+    def __init__(self, d):
+        self.key = os.path.join(d, "token.key")
+        self.cert = os.path.join(d, "token.crt")
+        if not os.path.exists(self.cert):
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", self.key,
+                            "-out", self.cert, "-days", "2", "-subj", "/CN=gguf-test-token"],
+                           check=True, capture_output=True)
+        der = subprocess.run(["openssl", "x509", "-in", self.cert, "-outform", "DER"], check=True,
+                             capture_output=True).stdout
+        self.x5c = base64.b64encode(der).decode()
+
+    def sign(self, data):
+        return subprocess.run(["openssl", "dgst", "-sha256", "-sign", self.key], input=data, check=True,
+                              capture_output=True).stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dir", required=True)
+    p.add_argument("--port-file", required=True)
+    p.add_argument("--users", default="")
+    p.add_argument("--private", default="")
+    p.add_argument("--expires-in", type=int, default=300)
+    p.add_argument("--early", type=int, default=0)
+    a = p.parse_args()
+    keys = Keys(a.dir)
+    users = dict(u.split(":", 1) for u in a.users.split(",") if u)
+    private = set(r for r in a.private.split(",") if r)
+    log_path = os.path.join(a.dir, "token.log")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, body, headers=()):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            url = urllib.parse.urlparse(self.path)
+            q = urllib.parse.parse_qs(url.query)
+            scope = q.get("scope", [""])[0]
+            user = None
+            auth = self.headers.get("Authorization", "")
+            if auth.startswith("Basic "):
+                try:
+                    u, pw = base64.b64decode(auth[6:]).decode().split(":", 1)
+                except Exception:
+                    u, pw = None, None
+                if u not in users or users[u] != pw:
+                    with open(log_path, "a") as f:
+                        f.write(json.dumps({"path": url.path, "scope": scope, "credentials": True, "user": u,
+                                            "refused": True}) + "\n")
+                    return self.answer(401, {"errors": [{"code": "UNAUTHORIZED", "message": "bad credentials"}]})
+                user = u
+            with open(log_path, "a") as f:
+                f.write(json.dumps({"path": url.path, "scope": scope, "credentials": bool(auth), "user": user}) + "\n")
+            access = []
+            parts = scope.split(":")
+            if len(parts) == 3 and parts[0] == "repository":
+                name = parts[1]
+                if user is not None or name not in private:
+                    access.append({"type": "repository", "name": name, "actions": ["pull", "push"]})
+            now = int(time.time())
+            claims = {"iss": "gguf-test-issuer", "sub": user or "", "aud": q.get("service", [""])[0],
+                      "exp": now + a.expires_in - a.early, "nbf": now - 10, "iat": now,
+                      "jti": b64url(os.urandom(12)), "access": access}
+            header = {"typ": "JWT", "alg": "RS256", "x5c": [keys.x5c]}
+            signing = (b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())).encode()
+            token = signing.decode() + "." + b64url(keys.sign(signing))
+            self.answer(200, {"token": token, "access_token": token, "expires_in": a.expires_in,
+                              "issued_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))})
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(a.port_file + ".tmp", a.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

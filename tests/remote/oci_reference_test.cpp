@@ -1,0 +1,261 @@
+// remote/oci/: reference parsing, manifest reading and layer naming, without any server.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "gguf/error.hpp"
+#include "remote/oci/auth.hpp"
+#include "remote/oci/credentials.hpp"
+#include "remote/oci/manifest.hpp"
+#include "remote/oci/reference.hpp"
+#include "remote/oci/signer.hpp"
+#include "support/support.hpp"
+
+namespace {
+
+using namespace gguf_mount::remote::oci;
+
+const std::string kDigest = "sha256:" + std::string(64, 'a');
+
+TEST(OciReference, OciReferencesNameRegistryRepositoryAndTagOrDigest) {
+    Reference r = parse_reference("oci://127.0.0.1:5000/models/gemma3:Q4_K_M", false);
+    EXPECT_EQ(r.registry, "127.0.0.1:5000");
+    EXPECT_EQ(r.repository, "models/gemma3");
+    EXPECT_EQ(r.tag, "Q4_K_M");
+    EXPECT_EQ(r.digest, "");
+    EXPECT_EQ(r.manifest_url(), "https://127.0.0.1:5000/v2/models/gemma3/manifests/Q4_K_M");
+    EXPECT_EQ(r.last_component(), "gemma3");
+
+    r = parse_reference("oci://127.0.0.1:5000/a/b/c", true);
+    EXPECT_EQ(r.tag, "latest");
+    EXPECT_EQ(r.blob_url(kDigest), "http://127.0.0.1:5000/v2/a/b/c/blobs/" + kDigest);
+
+    r = parse_reference("oci://[::1]:5000/m@" + kDigest, true);
+    EXPECT_EQ(r.registry, "[::1]:5000");
+    EXPECT_EQ(r.tag, "");
+    EXPECT_EQ(r.digest, kDigest);
+    EXPECT_EQ(r.shown(), "[::1]:5000/m@" + kDigest);
+    EXPECT_EQ(r.manifest_url(), "http://[::1]:5000/v2/m/manifests/" + kDigest);
+}
+
+TEST(OciReference, DockerIoIsRegistry1WithLibraryForOneComponentNames) {
+    Reference r = parse_reference("oci://docker.io/gemma3", false);
+    EXPECT_EQ(r.registry, "registry-1.docker.io");
+    EXPECT_EQ(r.repository, "library/gemma3");
+    r = parse_reference("oci://docker.io/ai/gemma3:4B-Q4_K_M", false);
+    EXPECT_EQ(r.registry, "registry-1.docker.io");
+    EXPECT_EQ(r.repository, "ai/gemma3");
+    EXPECT_EQ(r.tag, "4B-Q4_K_M");
+    r = parse_reference("oci://hf.co/org/repo:Q8_0", false);
+    EXPECT_EQ(r.registry, "hf.co");
+    EXPECT_EQ(r.repository, "org/repo");
+}
+
+TEST(OciReference, OllamaNamesFillFromTheRight) {
+    Reference r = parse_reference("ollama://gemma3", false);
+    EXPECT_EQ(r.registry, "registry.ollama.ai");
+    EXPECT_EQ(r.repository, "library/gemma3");
+    EXPECT_EQ(r.tag, "latest");
+    r = parse_reference("ollama://someone/model:7b", false);
+    EXPECT_EQ(r.registry, "registry.ollama.ai");
+    EXPECT_EQ(r.repository, "someone/model");
+    EXPECT_EQ(r.tag, "7b");
+    r = parse_reference("ollama://127.0.0.1:8080/library/qwen:0.5b", true);
+    EXPECT_EQ(r.registry, "127.0.0.1:8080");
+    EXPECT_EQ(r.repository, "library/qwen");
+    EXPECT_EQ(r.base_url(), "http://127.0.0.1:8080");
+}
+
+TEST(OciReference, BadReferencesAreOneLineNamingTheSourceAndThePart) {
+    auto why = [](const std::string& s) {
+        try {
+            parse_reference(s, false);
+        } catch (const gguf::Error& e) {
+            EXPECT_EQ(e.code(), gguf::Code::BadArgument);
+            return std::string(e.what());
+        }
+        return std::string("parsed");
+    };
+    EXPECT_EQ(why("oci://127.0.0.1:5000"), "oci://127.0.0.1:5000: expected oci://REGISTRY/REPOSITORY[:TAG|@sha256:DIGEST]");
+    EXPECT_NE(why("oci://127.0.0.1:5000/Upper").find("'Upper' is not valid"), std::string::npos);
+    EXPECT_NE(why("oci://127.0.0.1:5000/a:b@sha256:12").find("is not sha256:"), std::string::npos);
+    EXPECT_NE(why("oci://127.0.0.1:5000/a:-x").find("the tag '-x'"), std::string::npos);
+    EXPECT_NE(why("oci://host:99999/a").find("the registry 'host:99999'"), std::string::npos);
+    EXPECT_NE(why("ollama://a/b/c/d").find("expected ollama://"), std::string::npos);
+    EXPECT_NE(why("oci://127.0.0.1/a//b").find("component ''"), std::string::npos);
+}
+
+/// A manifest of `layers` (media type, digest byte, annotation name) in JSON.
+std::string manifest_json(const std::vector<std::tuple<std::string, char, std::string>>& layers,
+                          const std::string& media_type = kOciManifest) {
+    std::string out = R"({"schemaVersion":2,"mediaType":")" + media_type +
+                      R"(","config":{"mediaType":"application/vnd.cncf.model.config.v1+json","digest":")" + kDigest +
+                      R"(","size":2},"layers":[)";
+    bool first = true;
+    for (const auto& [mt, c, name] : layers) {
+        out += std::string(first ? "" : ",") + R"({"mediaType":")" + mt + R"(","digest":"sha256:)" +
+               std::string(64, c) + R"(","size":10)" +
+               (name.empty() ? "" : R"(,"annotations":{"org.cncf.model.filepath":")" + name + R"("})") + "}";
+        first = false;
+    }
+    return out + "]}";
+}
+
+TEST(OciManifest, ShardNamedLayersAreOrderedByTheirNamesWhateverTheLayerOrder) {
+    const std::string w = "application/vnd.cncf.model.weight.v1.raw";
+    Manifest m = parse_manifest(manifest_json({{w, 'c', "x-00003-of-00003.gguf"},
+                                               {w, 'a', "x-00001-of-00003.gguf"},
+                                               {w, 'b', "x-00002-of-00003.gguf"},
+                                               {"application/vnd.cncf.model.doc.v1.raw", 'd', "README.md"}}),
+                                "", "where");
+    ModelFiles f = model_files(m, Naming{"repo", true}, "where");
+    ASSERT_EQ(f.weights.size(), 3u);
+    EXPECT_EQ(f.weights[0].name, "x-00001-of-00003.gguf");
+    EXPECT_EQ(f.weights[0].layer.digest, "sha256:" + std::string(64, 'a'));
+    EXPECT_EQ(f.weights[2].layer.digest, "sha256:" + std::string(64, 'c'));
+    ASSERT_EQ(f.companions.size(), 1u);
+    EXPECT_EQ(f.companions[0].name, "README.md");
+
+    // In a store: named after the model and tag, ordered by the names all the same.
+    f = model_files(m, Naming{"kv-t7", false}, "where");
+    EXPECT_EQ(f.weights[0].name, "kv-t7-00001-of-00003.gguf");
+    EXPECT_EQ(f.weights[0].layer.digest, "sha256:" + std::string(64, 'a'));
+    EXPECT_EQ(f.companions[0].name, "kv-t7.README.md");
+}
+
+TEST(OciManifest, UnnamedLayersKeepLayerOrderAndCompanionsGetTheirKindsNames) {
+    const std::string o = "application/vnd.ollama.image.";
+    Manifest m = parse_manifest(manifest_json({{o + "model", 'b', ""},
+                                               {o + "model", 'a', ""},
+                                               {o + "template", 'c', ""},
+                                               {o + "params", 'd', ""},
+                                               {o + "projector", 'e', ""},
+                                               {o + "license", 'f', ""},
+                                               {o + "messages", '1', ""}},
+                                              kDockerManifest),
+                                "", "where");
+    ModelFiles f = model_files(m, Naming{"gemma3", true}, "where");
+    ASSERT_EQ(f.weights.size(), 2u);
+    EXPECT_EQ(f.weights[0].name, "gemma3-00001-of-00002.gguf");
+    EXPECT_EQ(f.weights[0].layer.digest, "sha256:" + std::string(64, 'b'));
+    std::vector<std::string> names;
+    for (const auto& c : f.companions) names.push_back(c.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"gemma3.template", "gemma3.params", "mmproj-gemma3.gguf",
+                                               "gemma3.license"}));
+    m = parse_manifest(manifest_json({{"application/vnd.docker.ai.gguf.v3", 'a', ""},
+                                      {"application/vnd.docker.ai.chat.template.jinja", 'b', ""}}),
+                       "", "w");
+    f = model_files(m, Naming{"smollm2", true}, "w");
+    ASSERT_EQ(f.weights.size(), 1u);
+    EXPECT_EQ(f.weights[0].name, "smollm2.gguf");
+    EXPECT_EQ(f.companions.at(0).name, "smollm2.jinja");
+}
+
+TEST(OciManifest, ArchiveWeightsAreRefusedAndNoGgufLayerNamesTheMediaTypes) {
+    Manifest m = parse_manifest(manifest_json({{"application/vnd.cncf.model.weight.v1.tar+zstd", 'a', "x.gguf"},
+                                               {"application/vnd.cncf.model.doc.v1.raw", 'b', "README.md"}}),
+                                "", "reg/repo:tag");
+    try {
+        model_files(m, Naming{"x", true}, "reg/repo:tag");
+        FAIL() << "no error";
+    } catch (const gguf::Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "reg/repo:tag: no GGUF layer (media types: application/vnd.cncf.model.weight.v1.tar+zstd, "
+                  "application/vnd.cncf.model.doc.v1.raw); archive weight layers cannot be range-read");
+    }
+    const std::string w = "application/vnd.cncf.model.weight.v1.raw";
+    m = parse_manifest(manifest_json({{w, 'a', "x.gguf"}, {"application/vnd.cncf.model.weight.v1.tar", 'b', "y"}}), "",
+                       "r");
+    ModelFiles f = model_files(m, Naming{"x", true}, "r");
+    ASSERT_EQ(f.refused.size(), 1u);
+    EXPECT_NE(f.refused[0].find("application/vnd.cncf.model.weight.v1.tar: an archive layer cannot be range-read"),
+              std::string::npos);
+}
+
+TEST(OciManifest, AnIndexIsNarrowedToTheModelManifestByArtifactTypeOrByItsLayers) {
+    const std::string image = R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:)" +
+                              std::string(64, '1') + R"(","size":5,"platform":{"os":"linux","architecture":"amd64"}})";
+    const std::string model = R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:)" +
+                              std::string(64, '2') + R"(","size":5})";
+    Manifest index = parse_manifest(R"({"schemaVersion":2,"manifests":[)" + image + "," + model + "]}", "", "w");
+    ASSERT_TRUE(index.index);
+    std::vector<std::string> fetched;
+    Descriptor d = select_model_manifest(
+        index,
+        [&](const Descriptor& x) {
+            fetched.push_back(x.digest);
+            if (x.digest.back() == '1') return std::string(R"({"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" + kDigest + R"(","size":1},"layers":[]})");
+            return manifest_json({{"application/vnd.docker.ai.gguf.v3", 'a', ""}});
+        },
+        "w");
+    EXPECT_EQ(d.digest, "sha256:" + std::string(64, '2'));
+    EXPECT_EQ(fetched.size(), 2u);
+    // With an artifactType the model manifest is chosen without fetching anything.
+    const std::string typed = R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:)" +
+                              std::string(64, '3') +
+                              R"(","size":5,"artifactType":"application/vnd.cncf.model.manifest.v1+json"})";
+    index = parse_manifest(R"({"schemaVersion":2,"manifests":[)" + image + "," + typed + "]}", "", "w");
+    fetched.clear();
+    d = select_model_manifest(index, [&](const Descriptor& x) { fetched.push_back(x.digest); return std::string(); }, "w");
+    EXPECT_EQ(d.digest, "sha256:" + std::string(64, '3'));
+    EXPECT_TRUE(fetched.empty());
+}
+
+TEST(OciManifest, ManifestsThatAreNotReadAreOneLine) {
+    auto why = [](const std::string& bytes) {
+        try {
+            parse_manifest(bytes, "", "r/x:t");
+        } catch (const gguf::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("parsed");
+    };
+    EXPECT_EQ(why("nope"), "r/x:t: the manifest is not a JSON object");
+    EXPECT_EQ(why(R"({"schemaVersion":1})"), "r/x:t: not a schemaVersion 2 manifest (schema 1 manifests are not read)");
+    EXPECT_NE(why(R"({"schemaVersion":2,"layers":[{"digest":"md5:x","size":1}]})").find("is not sha256"),
+              std::string::npos);
+}
+
+TEST(OciChallenge, ChallengesParseAndRegistryErrorsNameTheReference) {
+    Challenge c = parse_challenge(R"(Bearer realm="http://127.0.0.1:1/token",service="reg",scope="repository:a/b:pull")");
+    EXPECT_EQ(c.scheme, "bearer");
+    EXPECT_EQ(c.realm, "http://127.0.0.1:1/token");
+    EXPECT_EQ(c.service, "reg");
+    EXPECT_EQ(c.scope, "repository:a/b:pull");
+    c = parse_challenge(R"(Basic realm="Registry Realm")");
+    EXPECT_EQ(c.scheme, "basic");
+    EXPECT_EQ(c.realm, "Registry Realm");
+
+    Reference r = parse_reference("oci://127.0.0.1:5000/ns/m:v1", true);
+    EXPECT_EQ(describe_registry_error(r, 404, R"({"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]})", ""),
+              "127.0.0.1:5000/ns/m:v1: MANIFEST_UNKNOWN: manifest unknown (HTTP 404); the repository has no "
+              "manifest v1");
+    EXPECT_EQ(describe_registry_error(r, 401, "", "anonymous: no credentials for 127.0.0.1:5000 in /x/config.json"),
+              "127.0.0.1:5000/ns/m:v1: UNAUTHORIZED (HTTP 401); anonymous: no credentials for 127.0.0.1:5000 in "
+              "/x/config.json");
+}
+
+TEST(OciCredentials, DockerConfigAuthsAndPodmanAuthFileAreFoundByHost) {
+    gguf_test::TempDir tmp;
+    const std::string dir = tmp.path();
+    gguf_test::write_file(dir + "/config.json",
+                          R"({"auths":{"http://127.0.0.1:5000/v1/":{"auth":"dXNlcjpwYXNzOndvcmQ="},)"
+                          R"("127.0.0.1:6000":{"identitytoken":"tok"}}})");
+    gguf_test::write_file(dir + "/auth.json", R"({"auths":{"127.0.0.1:7000":{"auth":"YTpi"}}})");
+    std::map<std::string, std::string> env{{"DOCKER_CONFIG", dir}, {"REGISTRY_AUTH_FILE", dir + "/auth.json"}};
+    CredentialLookup l{[&](const std::string& n) { return env.count(n) ? env[n] : std::string(); }};
+    Credentials c = find_credentials("127.0.0.1:5000", l);
+    EXPECT_EQ(c.username, "user");
+    EXPECT_EQ(c.password, "pass:word");
+    EXPECT_EQ(c.source, dir + "/config.json");
+    c = find_credentials("127.0.0.1:6000", l);
+    EXPECT_EQ(c.identity_token, "tok");
+    c = find_credentials("127.0.0.1:7000", l);
+    EXPECT_EQ(c.username, "a");
+    EXPECT_EQ(c.source, dir + "/auth.json");
+    c = find_credentials("127.0.0.1:8000", l);
+    EXPECT_FALSE(c.found());
+    EXPECT_EQ(c.tried, dir + "/config.json; " + dir + "/auth.json");
+}
+
+}  // namespace

@@ -1,0 +1,64 @@
+// A real OCI registry for tests: Debian's docker-registry (the distribution project's registry
+// 2.8) on 127.0.0.1 with filesystem storage below the test's directory, without auth or with
+// token auth (tests/remote/oci/token_server.py), and models pushed into it through its HTTP API
+// (tests/remote/oci/oci_push.py).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mount/mount_fixture.hpp"
+#include "remote/servers.hpp"
+
+namespace remote_test {
+
+class OciRegistry {
+public:
+    /// True when docker-registry is installed; else false with *why.
+    static bool available(std::string* why);
+
+    /// Writes a config (storage ROOT/storage, 127.0.0.1:free port) and starts the registry; with
+    /// `token_realm` (and the token server's `cert`), token auth ("auth.token": realm, service
+    /// "gguf-test", issuer "gguf-test-issuer", rootcertbundle `cert`). False with *error.
+    /// `redirect_base`: blob GETs are answered 307 to this base URL + the blob's storage path
+    /// (the registry's "redirect" storage middleware, as a CDN-backed registry answers).
+    bool start(const std::string& root, std::string* error, const std::string& token_realm = "",
+               const std::string& cert = "", const std::string& redirect_base = "");
+    void stop();
+    ~OciRegistry() { stop(); }
+
+    /// "127.0.0.1:PORT".
+    std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+    /// The storage root (docker/registry/v2/blobs/sha256/XX/HEX/data).
+    const std::string& storage() const { return storage_; }
+    /// The path of a blob's data file in the storage.
+    std::string blob_path(const std::string& digest) const;
+
+    /// Runs oci_push.py with `args` against this registry (--registry HOST added); returns the
+    /// manifest digest it printed, "" on failure (the test fails with its output).
+    std::string push(const std::vector<std::string>& args) const;
+
+private:
+    ChildProcess process_;
+    uint16_t port_ = 0;
+    std::string storage_, log_;
+};
+
+/// A real mount with a registry: SetUp skips without docker-registry and sets cache_ to
+/// ROOT/cache; TearDown unmounts first, then stops registry_.
+class OciMountFixture : public mount_test::MountFixture {
+protected:
+    void SetUp() override;
+    void TearDown() override;
+    std::string cache_;
+    OciRegistry registry_;
+};
+
+/// tests/remote/oci/oci_push.py run with `args` (a layout or store target), the digest printed.
+std::string oci_push(const std::vector<std::string>& args);
+
+/// The source tree's tests/remote/oci folder.
+std::string oci_test_dir();
+
+}  // namespace remote_test
