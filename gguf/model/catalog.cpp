@@ -452,8 +452,12 @@ private:
             const std::string rp = join(rel, c.name);
             const std::string first_path = c.entry.members.front().parts.front().path;
             if (real_names.count(c.name)) {
+                // In a shard view the real file is not served under its name but as its view's
+                // shards (README "Publishing a model as shards").
                 problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
-                                " and is served instead; not shown");
+                                (options_.split_view ? " and wins (it is served as the shards of its view)"
+                                                     : " and is served instead") +
+                                "; not shown");
                 continue;
             }
             auto it = taken.find(c.name);
