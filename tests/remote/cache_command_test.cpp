@@ -164,24 +164,6 @@ TEST_F(CacheCommand, ListAfterAPrefetchShowsTheSourceItsBytesAndLastUse) {
     }
 }
 
-// A folder and a first shard in it share their objects: each row counts them, the total once,
-// and the list says so (issue 30, item 11: the totals of such rows were unexplained).
-TEST_F(CacheCommand, ListSaysWhyRowsThatShareObjectsAddUpToMoreThanTheTotal) {
-    ASSERT_NO_FATAL_FAILURE(prefetch("a"));
-    auto r = gm({"prefetch", "-q", "--cache-dir", cache_, nginx_->base_url() + "/a/"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const nlohmann::json j = list();
-    ASSERT_EQ(j["sources"].size(), 2u) << j.dump();
-    ASSERT_EQ(j["total"]["objects"], 3) << j.dump();
-    r = gm({"cache", "list", "--cache-dir", cache_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("total: 2 source(s), 3 object(s)"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("(the rows add up to more than the total: an object used by several sources is in each of "
-                         "their rows, and counted once in the total)\n"),
-              std::string::npos)
-        << r.out;
-}
-
 TEST_F(CacheCommand, TrimRemovesTheLeastRecentlyUsedFirstAndLaterMountsReadTheRightBytes) {
     ASSERT_NO_FATAL_FAILURE(prefetch("a"));
     ASSERT_NO_FATAL_FAILURE(prefetch("b"));

@@ -131,9 +131,13 @@ protected:
         EXPECT_EQ(left.count("m.gguf"), 0u);
         EXPECT_EQ(left.count(".m.gguf.merge-state"), 1u) << ::testing::PrintToString(left) << last_err_;
         EXPECT_EQ(left.size(), 2u) << ::testing::PrintToString(left);  // the temporary and the state
-        if (sig != SIGKILL) {  // handled: one line says how to continue
-            EXPECT_EQ(last_err_, "gguf-mount: error: interrupted; the partial output is kept: run the same command "
-                                 "again to continue\n");
+        if (sig != SIGKILL) {  // handled: its last line says how to continue
+            const std::string said = "gguf-mount: error: interrupted; the partial output is kept: run the same command "
+                                     "again to continue\n";
+            EXPECT_TRUE(last_err_.size() >= said.size() &&
+                        last_err_.compare(last_err_.size() - said.size(), said.size(), said) == 0)
+                << last_err_;
+            EXPECT_EQ(mount_test::lines_with(last_err_, "run the same command again").size(), 1u) << last_err_;
         }
         nginx_->clear_access_log();
         auto r = merge({url_of(first_), out});
