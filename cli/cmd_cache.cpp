@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/progress.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
@@ -96,9 +97,20 @@ int list(const remote::CacheAdmin& admin, const std::string& dir, bool json) {
         std::printf("%-60s %7zu %10s  %-20s%s\n", name.c_str(), s.objects, human(s.bytes).c_str(),
                     iso_time(s.last_use).c_str(), s.in_use ? "  in use" : "");
     }
+    uint64_t row_bytes = 0;
+    size_t row_objects = 0;
+    for (const auto& s : r.sources) {
+        row_bytes += s.bytes;
+        row_objects += s.objects;
+    }
     std::printf("total: %zu source(s), %zu object(s), %s (%llu bytes, %zu record(s)) in %s; default bound %s\n",
                 r.sources.size(), r.objects, human(r.bytes).c_str(), static_cast<unsigned long long>(r.bytes), r.records,
                 gguf::escape(dir).c_str(), human(bound).c_str());
+    if (row_bytes > r.bytes || row_objects > r.objects) {
+        // Several sources (a folder and a first shard in it, a prefetch and a mount) share objects.
+        std::printf("(the rows add up to more than the total: an object used by several sources is in each of "
+                    "their rows, and counted once in the total)\n");
+    }
     return 0;
 }
 
@@ -122,8 +134,11 @@ int trim(remote::CacheAdmin& admin, const std::string& dir, uint64_t max_bytes, 
     if (reached) return 0;
     std::string names;
     for (const auto& n : o.in_use) names += (names.empty() ? "" : ", ") + gguf::escape(n);
-    print_error(dir + ": kept " + human(o.bytes_left) + " (" + std::to_string(o.bytes_left) + " bytes), above " +
-                human(max_bytes) + " (" + std::to_string(max_bytes) + " bytes): " + human(o.in_use_bytes) + " of it in use by a running mount or prefetch" +
+    // `cache clear` is a trim to 0: "above 0 bytes" says nothing.
+    const std::string above = max_bytes == 0 ? std::string()
+                                             : ", above " + human(max_bytes) + " (" + std::to_string(max_bytes) + " bytes)";
+    print_error(dir + ": kept " + human(o.bytes_left) + " (" + std::to_string(o.bytes_left) + " bytes)" + above + ": " +
+                human(o.in_use_bytes) + " of it in use by a running mount or prefetch" +
                 (names.empty() ? std::string(" (blocks being read)") : " of " + names) +
                 "; unmount it and run again");
     return 1;
@@ -144,6 +159,7 @@ int run_cache(int argc, char** argv) {
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"action", "extra"});
     add_remote_options(options, "", kCacheDirOption);
+    if (completion_words_requested()) return print_completion_words(options, {"action", "extra"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {

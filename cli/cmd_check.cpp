@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
@@ -155,10 +156,12 @@ std::string at_offset(const gguf::FilePart& p) {
 }
 
 /// The text output. Every name and reason is escaped (gguf::escape).
-void print_text(const gguf::Catalog& c) {
+void print_text(const gguf::Catalog& c, bool remote_directory) {
     const std::string base = base_dir(c);
     auto esc = [](const std::string& s) { return gguf::escape(s); };
-    std::printf("source %s\n", esc(c.source).c_str());
+    // A remote folder or prefix as it was given, with its '/' (the listing's root has none).
+    const bool slash = remote_directory && !c.source.empty() && c.source.back() != '/';
+    std::printf("source %s%s\n", esc(c.source).c_str(), slash ? "/" : "");
     size_t counts[5] = {0, 0, 0, 0, 0};
     for (const auto& e : c.entries) {
         ++counts[static_cast<size_t>(e.kind)];
@@ -245,6 +248,7 @@ int run_check(int argc, char** argv) {
     gguf::CatalogOptions copt;
     bool json = false;
     SourceOptions sopt;
+    if (completion_words_requested()) return print_completion_words(options, {"source", "extra"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {
@@ -347,7 +351,7 @@ int run_check(int argc, char** argv) {
     if (json) {
         print_json(to_json(catalog));
     } else {
-        print_text(catalog);
+        print_text(catalog, resolved.remote() && resolved.directory());
     }
     return catalog.problems.empty() ? 0 : 1;
 }

@@ -22,6 +22,7 @@
 
 #include "gguf/model/merge_plan.hpp"
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/kv_options.hpp"
 #include "gguf/model/catalog_kv.hpp"
 #include "cli/offline.hpp"
@@ -36,6 +37,7 @@
 #include "gguf/bytes/virtual_file.hpp"
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
+#include "remote/client.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -290,9 +292,25 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     source.options.remote.cache_source = source.shown;  // a trim leaves the blocks it reads alone
     source.connect();
     uint64_t tensor_count = 0;
-    const gguf::VirtualFile vf = source.kind == SourceKind::OciModel
-                                     ? oci_model_file(source, overrides, &tensor_count)
-                                     : remote_set_file(url, source.context, overrides, &tensor_count);
+    const bool oci = source.kind == SourceKind::OciModel;
+    if (!quiet && !oci) {
+        // Planning reads each shard's first block before the first output byte: seconds on a
+        // slow link with nothing else shown.
+        const auto name = gguf::parse_shard_name(source.shown);
+        spdlog::info("{}: reading the header of each of its {} shard(s)", source.shown, name ? name->count : 1);
+    }
+    const gguf::VirtualFile vf = [&] {
+        if (oci) return oci_model_file(source, overrides, &tensor_count);
+        try {
+            return remote_set_file(url, source.context, overrides, &tensor_count);
+        } catch (const gguf::Error& e) {
+            if (std::string(e.what()).find(remote::kRangeIgnored) == std::string::npos) throw;
+            // merge reads every byte once, but plans from the headers first (README "Remote models").
+            throw gguf::Error(e.code(), std::string(e.what()) + "; without Range, download the shards (curl -O, wget) "
+                                                                "and merge them locally: gguf-mount merge FIRST_SHARD "
+                                                                "GGUF_OUT", e.sys_errno());
+        }
+    }();
     const size_t shard_count = vf.sources().size();
     if (cancelled()) return exit_for_signal();
 
@@ -401,9 +419,13 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
         const std::string kept = "the partial output is kept: run the same command again to continue";
         *interrupted = "interrupted; " + kept;
         throw gguf::Error(e.code(), std::string(e.what()) + "; " + kept, e.sys_errno());
-    } catch (...) {
-        if (resumable) out->keep();
-        throw;
+    } catch (const std::exception& e) {
+        // Not a gguf::Error (an HTTP failure, out of memory): kept all the same.
+        if (!resumable) throw;
+        out->keep();
+        const std::string kept = "the partial output is kept: run the same command again to continue";
+        *interrupted = "interrupted; " + kept;
+        throw gguf::Error(gguf::Code::Io, std::string(e.what()) + "; " + kept);
     }
     bar.set_label("merged");
     bar.finish();
@@ -597,6 +619,7 @@ int run_merge(int argc, char** argv) {
     sopt.files_only = true;   // an hf:// folder is refused, naming the file to give
     sopt.hub_digests = true;  // an hf:// set: its shards' lfs.oid
     gguf::KvOverrides overrides;
+    if (completion_words_requested()) return print_completion_words(options, {"pos1", "pos2", "extra"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {

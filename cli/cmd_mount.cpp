@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
 #include "cli/offline.hpp"
@@ -35,6 +36,7 @@
 #include "common/text.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
+#include "gguf/bytes/page_cache.hpp"
 #include "gguf/error.hpp"
 #include "gguf/model/catalog.hpp"
 #include "gguf/model/shard_view.hpp"
@@ -205,11 +207,19 @@ std::vector<std::string> o_items(const cxxopts::ParseResult& args) {
 }
 
 cxxopts::Options make_options() {
-    cxxopts::Options options(kProgram, "Serve the model directory SOURCE read-only: every complete llama.cpp "
-                                       "gguf-split set as one merged GGUF file (byte-identical to `gguf-split "
-                                       "--merge`), byte-split parts joined, every other file as it is, nested "
-                                       "folders mirrored; kept up to date while mounted.\n"
-                                       "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as the AWS CLI reads them), or oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] or ollama://[REGISTRY/][NS/]MODEL[:TAG] (a registry's model: one merged .gguf and its companion layers; docker/podman credentials), or an Ollama store (~/.ollama/models) or OCI image layout directory (MODEL-TAG.gguf per tag).");
+    // Wrapped here: cxxopts prints the description as given, and help2man keeps it as one line.
+    cxxopts::Options options(kProgram,
+                             "Serve the model directory SOURCE read-only: every complete llama.cpp gguf-split set\n"
+                             "as one merged GGUF file (byte-identical to `gguf-split --merge`), byte-split parts\n"
+                             "joined, every other file as it is, nested folders mirrored; kept up to date while\n"
+                             "mounted.\n"
+                             "SOURCE is a directory, or the first shard of one set, local or an http(s):// URL, or\n"
+                             "hf://ORG/REPO[@REVISION][/PATH] (a Hugging Face Hub repo; HF_TOKEN, HF_ENDPOINT), or\n"
+                             "s3://BUCKET/PREFIX/ or s3://BUCKET/KEY-00001-of-N.gguf (AWS credentials and config as\n"
+                             "the AWS CLI reads them), or oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] or\n"
+                             "ollama://[REGISTRY/][NS/]MODEL[:TAG] (a registry's model: one merged .gguf and its\n"
+                             "companion layers; docker/podman credentials), or an Ollama store (~/.ollama/models)\n"
+                             "or OCI image layout directory (MODEL-TAG.gguf per tag).");
     options.custom_help("[options]");
     options.positional_help("SOURCE MOUNTPOINT");
     // clang-format off
@@ -248,6 +258,7 @@ cxxopts::Options make_options() {
 
 int run_mount(int argc, char** argv) {
     cxxopts::Options options = make_options();
+    if (completion_words_requested()) return print_completion_words(options, {"source", "mountpoint"});
     cxxopts::ParseResult args;
     std::vector<std::string> o_given;  // the -o items left for libfuse and mount(8)
     try {
@@ -265,7 +276,7 @@ int run_mount(int argc, char** argv) {
             args = options.parse(static_cast<int>(again.size()), again.data());
         }
     } catch (const cxxopts::exceptions::exception& e) {
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
+        std::fprintf(stderr, "%s: %s (see '%s mount --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
     if (args.count("help")) {
@@ -312,7 +323,7 @@ int run_mount(int argc, char** argv) {
         split_view = read_split_options(args, true);
         overrides = read_kv_override_options(args);
     } catch (const gguf::Error& e) {  // a bad split option, a malformed --override-kv, or its @FILE unreadable
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
+        std::fprintf(stderr, "%s: %s (see '%s mount --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
     std::vector<std::string> given;
@@ -323,7 +334,7 @@ int run_mount(int argc, char** argv) {
         return 1;
     }
     if (given.size() != 2) {
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram,
+        std::fprintf(stderr, "%s: %s (see '%s mount --help')\n", kProgram,
                      given.size() < 2 ? "SOURCE and MOUNTPOINT are required"
                                       : "--source-file gives SOURCE: MOUNTPOINT is the only argument then",
                      kProgram);
@@ -338,12 +349,12 @@ int run_mount(int argc, char** argv) {
     try {
         setup_logging(level, log_targets);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: %s (see '%s --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
+        std::fprintf(stderr, "%s: %s (see '%s mount --help')\n", kProgram, gguf::escape(e.what()).c_str(), kProgram);
         return 2;
     }
     const unsigned readahead_kb = args["readahead-kb"].as<unsigned>();
     if (readahead_kb > kMaxReadaheadKb) {
-        std::fprintf(stderr, "%s: --readahead-kb %u is larger than %u (see '%s --help')\n", kProgram, readahead_kb,
+        std::fprintf(stderr, "%s: --readahead-kb %u is larger than %u (see '%s mount --help')\n", kProgram, readahead_kb,
                      kMaxReadaheadKb, kProgram);
         return 2;
     }
@@ -439,20 +450,30 @@ int run_mount(int argc, char** argv) {
         } else {
             // A first shard: planned now, so that a failure exits before mounting.
             std::shared_ptr<gguf::Catalog> first_catalog;
+            // What the source is (its shards and size), said before a shard view replaces the
+            // entry: one line per view shard under the source URL read as if the source were one.
+            std::vector<std::string> planned;
+            const bool hub_file = resolved.kind == SourceKind::HubFile;
             try {
                 first_catalog = std::make_shared<gguf::Catalog>(build());
-                if (split_view) gguf::apply_shard_view(*first_catalog, *split_view, true);
+                for (const auto& e : first_catalog->entries) {
+                    planned.push_back(fmt::format("{}: {} shard(s), {}{}", gguf::quote_name(source), e.members.size(),
+                                                  size_for_humans(e.size()),
+                                                  hub_file ? " at " + remote::url_for_message(resolved.url) : std::string()));
+                }
+                if (split_view) {
+                    gguf::apply_shard_view(*first_catalog, *split_view, true);
+                    for (auto& line : planned) {
+                        line += fmt::format("; shown as {} shard(s) of the view", first_catalog->entries.size());
+                    }
+                }
             } catch (const std::exception& e) {
                 // An override that does not fit is said as for a local set (kv_mount tests).
                 spdlog::error("{}{}", e.what(), overrides.empty() ? "" : "; nothing mounted");
                 return 1;
             }
-            const bool hub_file = resolved.kind == SourceKind::HubFile;
-            for (const auto& e : first_catalog->entries) {
-                spdlog::info("{}: {} shard(s), {}{}; cache {}", gguf::quote_name(source), e.members.size(),
-                             size_for_humans(e.size()),
-                             hub_file ? " at " + remote::url_for_message(resolved.url) : std::string(),
-                             gguf::quote_name(resolved.context->cache().dir()));
+            for (const auto& line : planned) {
+                spdlog::info("{}; cache {}", line, gguf::quote_name(resolved.context->cache().dir()));
             }
             live = fs::LiveFilesystem::with_builder(source, [first_catalog, build, split_view]() mutable {
                 if (first_catalog) {  // the catalog planned before mounting, then fresh ones (SIGHUP)
@@ -491,11 +512,6 @@ int run_mount(int argc, char** argv) {
         spdlog::error("{}: {}", gguf::quote_name(shown_arg), e.what());
         return 1;
     }
-    for (const auto& n : live->current()->nodes()) {
-        if (n.directory) continue;
-        spdlog::info("serving {}: {}, {}", gguf::quote_name(n.path), gguf::entry_kind_name(n.kind),
-                     size_for_humans(n.file->size()));
-    }
     if (refused_overrides(first.new_problems)) return 1;
     const size_t served = live->current()->file_count();
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -519,6 +535,20 @@ int run_mount(int argc, char** argv) {
             spdlog::error("{}: nothing to serve; nothing mounted", gguf::quote_name(shown_arg));
         }
         return 1;
+    }
+    // Only once the mount is certain to go ahead: no "serving" line before "nothing mounted".
+    for (const auto& n : live->current()->nodes()) {
+        if (n.directory) continue;
+        // An edited single file is not a file "as it is" (what "companion" means in README).
+        const std::string kind = !n.edited ? gguf::entry_kind_name(n.kind)
+                                 : n.kind == gguf::EntryKind::Companion
+                                     ? "single model with edited metadata"
+                                     : std::string(gguf::entry_kind_name(n.kind)) + " with edited metadata";
+        spdlog::info("serving {}: {}, {}", gguf::quote_name(n.path), kind, size_for_humans(n.file->size()));
+    }
+    if (!remote_source && !gguf::cachestat_supported()) {
+        spdlog::info("{}: cachestat(2) is unavailable (Linux < 6.5, or refused): reads through the mount drop "
+                     "the shard pages they pass, also those another program had cached", shown_arg);
     }
     for (const auto& p : first.new_problems) fs::log_problem(p);
     for (const auto& n : first.new_notes) spdlog::warn("{}", n.reason);

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/offline.hpp"
 #include "cli/remote_options.hpp"
 #include "cli/progress.hpp"
@@ -209,12 +210,17 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     }
     if (!problems.empty()) {
         const gguf::Problem& p = problems.front();
+        // The reason often names the source (or the file) already: said once.
+        std::string where;
+        if (p.reason.find(resolved.shown) == std::string::npos) where = resolved.shown + ": ";
+        if (!p.path.empty() && p.reason.find(p.path) == std::string::npos) where += p.path + ": ";
         throw gguf::Error(gguf::Code::Io,
-                          resolved.shown + ": " + p.path + ": " + p.reason +
+                          where + p.reason +
                               (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
                                                          " more problem(s): 'gguf-mount check SOURCE' lists them)"
                                                    : "") +
-                              "; the other files are cached",
+                              (sources.empty() ? std::string("; nothing was cached")
+                                               : "; the other " + std::to_string(sources.size()) + " file(s) are cached"),
                           EIO);
     }
     if (!quiet) {
@@ -246,6 +252,7 @@ int run_prefetch(int argc, char** argv) {
     sopt.hub_digests = true;           // an hf:// first shard: its folder's lfs.oid
     bool quiet = false;
     bool bound_given = false;
+    if (completion_words_requested()) return print_completion_words(options, {"pos1", "extra"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {

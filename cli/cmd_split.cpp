@@ -17,6 +17,7 @@
 
 #include "gguf/format/file_plan.hpp"
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/offline.hpp"
 #include "cli/progress.hpp"
 #include "cli/split_options.hpp"
@@ -90,6 +91,9 @@ int split(const SplitArgs& a) {
         finals.push_back(gguf::shard_path(a.prefix, i + 1, count));
         gguf::ensure_absent(finals.back());
     }
+    // A missing output folder (and a file system where nothing can be published) is refused
+    // before the plan is printed: a plan followed by "does not exist" reads as if work began.
+    const gguf::PublishMethod method = publish_method_for(finals.front());
     if (!a.quiet) {
         std::fputs(gguf::split_summary(plans).c_str(), stdout);
         std::fflush(stdout);
@@ -113,7 +117,6 @@ int split(const SplitArgs& a) {
     };
 
     // Write every shard under a temporary name first; publish only when all are complete.
-    const gguf::PublishMethod method = publish_method_for(finals.front());
     std::vector<gguf::OutputFile> outs;
     outs.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -186,6 +189,7 @@ int run_split(int argc, char** argv) {
 
     SplitArgs a;
     std::vector<std::string> args;
+    if (completion_words_requested()) return print_completion_words(options, {"pos1", "pos2", "extra"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {

@@ -18,6 +18,7 @@
 #include <cxxopts.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "fs/mount_point.hpp"
 
 extern char** environ;
@@ -105,6 +106,7 @@ int run_umount(int argc, char** argv) {
     options.parse_positional({"mountpoints"});
     std::vector<std::string> points;
     bool lazy = false;
+    if (completion_words_requested()) return print_completion_words(options, {"mountpoints"});
     try {
         auto r = options.parse(argc, argv);
         if (r.count("help")) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
 #include "cli/remote_options.hpp"
 #include "common/text.hpp"
 
@@ -19,19 +20,20 @@ void print_usage() {
         "gguf-mount %s: serve split GGUF models as merged files, or split and merge them offline\n"
         "\n"
         "usage:\n"
-        "  gguf-mount SOURCE MOUNTPOINT [options]     mount a model directory: split sets merged,\n"
-        "                                             byte-split parts joined, other files as they are\n"
-        "  gguf-mount check [options] SOURCE          list what a mount of SOURCE would serve, and why not\n"
-        "  gguf-mount split [options] GGUF_IN PREFIX  split a model like llama.cpp's gguf-split\n"
-        "  gguf-mount merge [options] SHARD1 OUT      merge a split set like gguf-split --merge\n"
-        "                                             (SHARD1 may be an http(s):// URL: resumable download)\n"
-        "  gguf-mount prefetch [options] URL|hf://... fill the block cache for --offline mounts\n"
-        "  gguf-mount cache list|trim|clear [options] what the block cache holds per source; trim it\n"
-        "  gguf-mount umount [--lazy] MOUNTPOINT      unmount (fusermount3 -u; also 'unmount')\n"
+        "  gguf-mount SOURCE MOUNTPOINT [options]       mount a model directory: split sets merged,\n"
+        "                                               byte-split parts joined, other files as they are\n"
+        "  gguf-mount check [options] SOURCE            what a mount of SOURCE would serve, and why not\n"
+        "  gguf-mount split [options] GGUF_IN PREFIX    split a model like llama.cpp's gguf-split\n"
+        "  gguf-mount merge [options] SHARD1 OUT        merge a split set like gguf-split --merge\n"
+        "                                               (SHARD1 may be a URL: a resumable download)\n"
+        "  gguf-mount prefetch [options] URL            fill the block cache for --offline mounts\n"
+        "                                               (URL: http(s)://, hf://... or s3://...)\n"
+        "  gguf-mount cache list|trim|clear [options]   what the block cache holds per source; trim it\n"
+        "  gguf-mount umount [--lazy] MOUNTPOINT        unmount (fusermount3 -u; also 'unmount')\n"
         "\n"
-        "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and\n"
-        "'gguf-mount split --help', 'merge --help', 'check --help', 'prefetch --help', 'cache --help',\n"
-        "'umount --help' for the others.\n",
+        "Run 'gguf-mount mount --help' for the mount options (-f, -o, ...), and 'gguf-mount split\n"
+        "--help', 'merge --help', 'check --help', 'prefetch --help', 'cache --help', 'umount --help'\n"
+        "for the others.\n",
         GGUF_MOUNT_VERSION);
 }
 
@@ -104,6 +106,22 @@ int run(int argc, char** argv) {
     if (cmd == "-V" || cmd == "--version") {
         std::printf("gguf-mount %s\n", GGUF_MOUNT_VERSION);
         return 0;
+    }
+    if (cmd == "--completion-words") {
+        // Hidden, for the bash completion: the words COMMAND declares (cli/completion.hpp), or
+        // the subcommands with no COMMAND.
+        if (argc < 3) {
+            for (const char* c : kCommands) std::printf("%s\n", c);
+            return 0;
+        }
+        request_completion_words();
+        argc = 2;
+        ++argv;
+        cmd = argv[1];
+        if (cmd != "split" && cmd != "merge" && cmd != "check" && cmd != "prefetch" && cmd != "cache" &&
+            cmd != "umount" && cmd != "unmount") {
+            return run_mount(1, argv + 1);
+        }
     }
     // Subcommands see argv shifted by one, so their argv[0] is "gguf-mount split" etc.
     if (cmd == "split") return run_split(argc - 1, argv + 1);

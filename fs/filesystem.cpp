@@ -195,6 +195,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(const gguf::Catalog& catalog, In
         } else {
             const gguf::CatalogEntry& e = *item.entry;
             n.kind = e.kind;
+            n.edited = !e.kv_edits.empty();
             n.fingerprint = entry_fingerprint(e);
             n.ino = inodes.assign(n.path, n.fingerprint);
             const Node* old = previous ? previous->find(n.path) : nullptr;

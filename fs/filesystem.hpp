@@ -120,6 +120,7 @@ struct Node {
     struct stat attr {};           // what getattr and lookup report
     std::shared_ptr<FileSource> file;  // regular files: never null
     gguf::EntryKind kind = gguf::EntryKind::Companion;  // regular files
+    bool edited = false;           // served with KV edits (overrides, a sidecar): a new header
     std::string fingerprint;       // the content identity the inode number was assigned for
     /// The source paths a direct reader would open (as reached from SOURCE): a file's parts
     /// (gguf::CatalogEntry::access_paths), a directory's source directory; fs/ops.cpp checks

@@ -236,7 +236,10 @@ MountPointCheck prepare_mount_point(const std::string& mountpoint, const std::st
         if (rc != 0 && errno == ECONNABORTED) rc = ::statfs(mountpoint.c_str(), &sfs);
         if (rc == 0) {
             result.refusal = mountpoint + ": already mounted (" + m->fstype + " from " + m->source +
-                             "); unmount it first with '" + unmount_command(m->fstype, mountpoint, false) +
+                             "); unmount it first with '" +
+                             // Our own live mount: the command README teaches.
+                             (m->fstype == "fuse.gguf-mount" ? "gguf-mount umount " + shell_quote(mountpoint)
+                                                            : unmount_command(m->fstype, mountpoint, false)) +
                              "', or choose another mount point";
             return result;
         }

@@ -20,6 +20,15 @@ bool same_content_state(const struct stat& a, const struct stat& b) noexcept {
     return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
+struct stat fstat_or_throw(int fd, const std::string& path) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int e = errno;
+        throw Error(Code::Io, path + ": cannot stat: " + std::strerror(e), e);
+    }
+    return st;
+}
+
 }  // namespace
 
 // ---- ByteSource defaults ------------------------------------------------------------------
@@ -48,15 +57,11 @@ void ByteSource::update_stat(struct stat*) const noexcept {}
 
 // ---- LocalFileSource ----------------------------------------------------------------------
 
-LocalFileSource::LocalFileSource(const std::string& path) : path_(path), fd_(open_read_only(path)) {
-    if (::fstat(fd_.get(), &st_) != 0) {
-        int e = errno;
-        throw Error(Code::Io, path + ": cannot stat: " + std::strerror(e), e);
-    }
-}
+LocalFileSource::LocalFileSource(const std::string& path)
+    : path_(path), fd_(open_read_only(path)), st_(fstat_or_throw(fd_.get(), path)), cached_before_(size()) {}
 
 LocalFileSource::LocalFileSource(UniqueFd fd, std::string path, const struct stat& st)
-    : path_(std::move(path)), fd_(std::move(fd)), st_(st) {}
+    : path_(std::move(path)), fd_(std::move(fd)), st_(st), cached_before_(size()) {}
 
 std::shared_ptr<const LocalFileSource> LocalFileSource::open(const std::string& path, const struct stat& expected) {
     auto src = std::make_shared<const LocalFileSource>(path);
@@ -126,8 +131,12 @@ void LocalFileSource::drop_behind(uint64_t offset, uint64_t len) const noexcept 
     hi -= kDropLag;
     uint64_t lo = offset / kDropBlock * kDropBlock;
     lo = lo > kDropLag ? lo - kDropLag : 0;
-    if (hi > lo) {
-        ::posix_fadvise(fd_.get(), static_cast<off_t>(lo), static_cast<off_t>(hi - lo), POSIX_FADV_DONTNEED);
+    // Runs of blocks this source's reads brought in; a block another program had cached stays.
+    uint64_t run = lo;
+    for (uint64_t at = lo; at <= hi; at += kDropBlock) {
+        if (at < hi && !cached_before_.cached_before(at / kDropBlock)) continue;
+        if (at > run) ::posix_fadvise(fd_.get(), static_cast<off_t>(run), static_cast<off_t>(at - run), POSIX_FADV_DONTNEED);
+        run = at + kDropBlock;
     }
 }
 
@@ -198,6 +207,7 @@ Served LocalFileSource::read_served(char* buf, size_t len, uint64_t offset, Copy
     }
     Served s;
     s.result = -EOPNOTSUPP;
+    if (kept != CopyKept::None) cached_before_.before_read(fd_.get(), offset, len);
     // An O_DIRECT client's bytes that were not read direct (cached, or one piece of a request
     // spanning several): read without leaving new pages (or their readahead) in the cache.
     if (kept == CopyKept::None && ClientDirectScope::on()) s.result = pread_uncached_full(fd_.get(), buf, len, offset);

@@ -159,7 +159,8 @@ private:
 ///    the disk busy ahead of the requests. Falls back to a buffered read whenever O_DIRECT is
 ///    unavailable or refused;
 ///  - a buffered read_served() with CopyKept::ByReader(Direct) drops the file's pages behind the
-///    bytes served (drop_behind);
+///    bytes served (drop_behind), except the 2 MiB blocks that were wholly cached before this
+///    source's reads came near them (CachedBefore: another program's cache is left alone);
 ///  - will_need() is posix_fadvise(POSIX_FADV_WILLNEED); copy_to() is copy_file_range(2); seek()
 ///    is lseek SEEK_DATA / SEEK_HOLE.
 class LocalFileSource final : public ByteSource {
@@ -213,12 +214,13 @@ public:
     /// behind the bytes just served (the kernel has up to 12 readahead requests of 1 MiB in
     /// flight, served out of order: pages dropped before another request copied them would be
     /// read from disk a second time).
-    static constexpr uint64_t kDropBlock = uint64_t{2} << 20;
+    static constexpr uint64_t kDropBlock = CachedBefore::kBlock;
     static constexpr uint64_t kDropLag = uint64_t{16} << 20;
 
 private:
     /// Drops the pages of the 2 MiB blocks of [offset, offset + len) shifted kDropLag back, so
-    /// the last kDropLag + kDropBlock bytes stay cached. Best effort: errors are ignored.
+    /// the last kDropLag + kDropBlock bytes stay cached, skipping blocks cached_before_ says
+    /// were cached before this source read them. Best effort: errors are ignored.
     void drop_behind(uint64_t offset, uint64_t len) const noexcept;
     /// The O_DIRECT read of read_served(); result -EAGAIN when O_DIRECT cannot be used.
     Served read_direct(char* buf, size_t len, uint64_t offset) const noexcept;
@@ -227,6 +229,7 @@ private:
     UniqueFd fd_;
     struct stat st_ {};
     DirectDescriptor direct_;  // the same file with O_DIRECT, opened on first uncached read
+    CachedBefore cached_before_;  // which blocks were cached before this source read them
 };
 
 /// The source of part `part`: its ByteSource when it carries one, else the local file at its

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <thread>
 
 namespace gguf {
 
@@ -47,6 +48,58 @@ bool residency_probe_sees_cache(int fd) noexcept {
     char byte;
     if (::pread(fd, &byte, 1, 0) != 1) return false;
     return page_cache_residency(fd, 0, 1) == Residency::All;
+}
+
+bool cachestat_supported() noexcept {
+    CachestatRange range{0, 1};
+    Cachestat cs{};
+    // A kernel with the syscall checks the descriptor (EBADF); one without answers ENOSYS.
+    return ::syscall(kSysCachestat, -1, &range, &cs, 0U) == 0 || errno == EBADF;
+}
+
+CachedBefore::CachedBefore(uint64_t file_size)
+    : size_(file_size),
+      regions_((file_size + kRegion - 1) / kRegion),
+      cached_(new std::atomic<uint64_t>[((file_size + kBlock - 1) / kBlock + 63) / 64]),
+      region_state_(new std::atomic<uint8_t>[regions_]) {
+    const uint64_t words = ((file_size + kBlock - 1) / kBlock + 63) / 64;
+    for (uint64_t i = 0; i < words; ++i) cached_[i].store(0, std::memory_order_relaxed);
+    for (uint64_t i = 0; i < regions_; ++i) region_state_[i].store(0, std::memory_order_relaxed);
+}
+
+void CachedBefore::take_region(int fd, uint64_t region) const noexcept {
+    std::atomic<uint8_t>& state = region_state_[region];
+    uint8_t expected = 0;
+    if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+        const uint64_t begin = region * kRegion;
+        const uint64_t end = begin + kRegion < size_ ? begin + kRegion : size_;
+        for (uint64_t at = begin; at < end; at += kBlock) {
+            const uint64_t len = end - at < kBlock ? end - at : kBlock;
+            if (page_cache_residency(fd, at, len) != Residency::All) continue;
+            const uint64_t block = at / kBlock;
+            cached_[block / 64].fetch_or(uint64_t{1} << (block % 64), std::memory_order_relaxed);
+        }
+        state.store(2, std::memory_order_release);
+        return;
+    }
+    // Another reader is taking it: its reads must not run first (they would cache pages that
+    // then look cached before), and neither may this one.
+    while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+}
+
+void CachedBefore::before_read(int fd, uint64_t offset, uint64_t len) const noexcept {
+    if (offset >= size_) return;
+    const uint64_t first = offset / kRegion;
+    uint64_t last = (offset + (len ? len - 1 : 0)) / kRegion + 1;  // and the region after it
+    if (last >= regions_) last = regions_ - 1;
+    for (uint64_t r = first; r <= last; ++r) {
+        if (region_state_[r].load(std::memory_order_acquire) != 2) take_region(fd, r);
+    }
+}
+
+bool CachedBefore::cached_before(uint64_t block) const noexcept {
+    if (block >= (size_ + kBlock - 1) / kBlock) return false;
+    return (cached_[block / 64].load(std::memory_order_relaxed) >> (block % 64)) & 1;
 }
 
 StreamTracker::StreamTracker() noexcept {

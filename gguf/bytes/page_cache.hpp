@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace gguf {
 
@@ -34,6 +35,48 @@ Residency page_cache_residency(int fd, uint64_t offset, uint64_t len) noexcept;
 /// cached, and "uncached" would send fully cached bytes to the disk with O_DIRECT. Costs one
 /// 1-byte pread and one cachestat; never throws or allocates.
 bool residency_probe_sees_cache(int fd) noexcept;
+
+/// True when this kernel answers cachestat(2) (Linux 6.5+; false on older kernels, ENOSYS, or
+/// under a seccomp filter that refuses it). One syscall on an invalid descriptor, no file.
+bool cachestat_supported() noexcept;
+
+/// Which 2 MiB blocks of one file were wholly in the page cache before the reads of one owner
+/// (a LocalFileSource: one open of a served file) first came near them, so the owner's
+/// drop-behind evicts only pages its own reads brought in, never those another program had
+/// cached (a model loaded directly from its shards while the mount serves it).
+///
+/// A block's state is taken once, with cachestat(2), when a read first touches its region of
+/// kRegion bytes or the region before it: the kernel's readahead of a buffered read reaches at
+/// most read_ahead_kb (128 KiB by default, a few MiB on some devices) past it, never a whole
+/// region, so pages the owner's own reads pulled in are not mistaken for someone else's.
+/// Where cachestat is missing every block counts as not cached before (drop everything served,
+/// the behaviour before this class). A block cached only in part counts as not cached: a
+/// partial block is what the owner's own readahead leaves. Thread-safe: concurrent readers of
+/// one region wait for the one that takes its state (a few dozen syscalls).
+class CachedBefore {
+public:
+    static constexpr uint64_t kBlock = uint64_t{2} << 20;
+    static constexpr uint64_t kRegion = uint64_t{64} << 20;
+
+    /// State for a file of `file_size` bytes, nothing taken yet.
+    explicit CachedBefore(uint64_t file_size);
+
+    /// Called before a buffered read of [offset, offset + len) of `fd` (the file this was made
+    /// for): takes the state of every region the range touches, and of the region after it,
+    /// that has none yet. Never throws.
+    void before_read(int fd, uint64_t offset, uint64_t len) const noexcept;
+    /// True when block `block` (byte offset block * kBlock) was wholly cached when its state
+    /// was taken; false when not, or not taken.
+    bool cached_before(uint64_t block) const noexcept;
+
+private:
+    void take_region(int fd, uint64_t region) const noexcept;
+
+    uint64_t size_;
+    uint64_t regions_;
+    std::unique_ptr<std::atomic<uint64_t>[]> cached_;       // one bit per block
+    std::unique_ptr<std::atomic<uint8_t>[]> region_state_;  // 0 untaken, 1 being taken, 2 taken
+};
 
 /// Remembers where the last kSlots reads of one file ended, to tell a request that continues a
 /// sequential stream (the kernel's readahead of a read() loop or of mmap page faults: requests

@@ -46,6 +46,27 @@ public:
                                                " is past the end (" + std::to_string(vf_.size()) + " bytes)");
         }
         durable_at_ = opt_.resume_from;
+        written_end_ = opt_.resume_from;
+        try {
+            copy_extents(layout);
+        } catch (...) {
+            keep_what_is_written();
+            throw;
+        }
+        const int fd = out_.fd();
+        if (::ftruncate(fd, static_cast<off_t>(vf_.size())) != 0) {
+            throw_io(out_.final_path() + ": cannot set the file size", errno);
+        }
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) throw_io(out_.final_path() + ": cannot stat the written file", errno);
+        if (static_cast<uint64_t>(st.st_size) != vf_.size()) {
+            throw Error(Code::Io, out_.final_path() + ": wrote " + std::to_string(st.st_size) + " bytes, expected " +
+                                      std::to_string(vf_.size()));
+        }
+    }
+
+    /// Writes every extent of `layout` from resume_from on, in offset order.
+    void copy_extents(const VirtualLayout& layout) {
         for (Extent e : layout.extents()) {
             check_cancel();
             if (opt_.resume_from > e.start) {  // already written by an earlier run
@@ -70,15 +91,19 @@ public:
                     break;
             }
         }
-        const int fd = out_.fd();
-        if (::ftruncate(fd, static_cast<off_t>(vf_.size())) != 0) {
-            throw_io(out_.final_path() + ": cannot set the file size", errno);
-        }
-        struct stat st {};
-        if (::fstat(fd, &st) != 0) throw_io(out_.final_path() + ": cannot stat the written file", errno);
-        if (static_cast<uint64_t>(st.st_size) != vf_.size()) {
-            throw Error(Code::Io, out_.final_path() + ": wrote " + std::to_string(st.st_size) + " bytes, expected " +
-                                      std::to_string(vf_.size()));
+    }
+
+    /// On an interruption or error, with WriteOptions::durable set: the bytes written since the
+    /// last resume point are synced and `durable(end)` is called for them (an exception from it
+    /// is dropped), so a Ctrl-C in the first durable_step bytes keeps them too (`merge URL`
+    /// resumes from there). Never throws: the error being unwound is the one to report.
+    void keep_what_is_written() noexcept {
+        if (!opt_.durable || written_end_ <= durable_at_) return;
+        if (::fdatasync(out_.fd()) != 0) return;
+        durable_at_ = written_end_;
+        try {
+            opt_.durable(written_end_);
+        } catch (...) {
         }
     }
 
@@ -104,6 +129,7 @@ private:
     /// is written in offset order). Best effort: a failure here resurfaces at fsync. Makes a
     /// resume point every durable_step bytes (WriteOptions::durable).
     void written_up_to(uint64_t end) {
+        if (end > written_end_) written_end_ = end;
         if (opt_.durable && opt_.durable_step > 0 && end > durable_at_ && end - durable_at_ >= opt_.durable_step) {
             if (::fdatasync(out_.fd()) != 0) throw_io(out_.final_path() + ": fdatasync failed", errno);
             durable_at_ = end;
@@ -247,6 +273,7 @@ private:
     std::unique_ptr<char[]> buffer_;
     size_t buffer_size_ = 0;
     uint64_t durable_at_ = 0;  // the last resume point made (or resumed from)
+    uint64_t written_end_ = 0;  // output bytes [0, written_end_) are written (not yet synced)
     uint64_t kicked_ = 0;  // output bytes below this offset have had their write-out started
 };
 

@@ -480,8 +480,12 @@ private:
                 // (or stand in for) the model.
                 const std::string why = shadow_problem(abs + "/" + c.name, c.entry.members.front().parts.front().st.st_uid);
                 if (why.empty()) {
+                    // In a shard view the real file is not served under its name but as its view's
+                    // shards (README "Publishing a model as shards").
                     problem(rp, first_path + ": name clash: a real file " + c.name + " exists in " + abs +
-                                    " and is served instead; not shown");
+                                    (options_.split_view ? " and wins (it is served as the shards of its view)"
+                                                         : " and is served instead") +
+                                    "; not shown");
                     continue;
                 }
                 refused_shadows.insert(c.name);

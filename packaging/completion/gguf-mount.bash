@@ -1,7 +1,8 @@
-# bash completion for gguf-mount. The options of each command are read from its own --help, so
-# the completion offers what the installed binary accepts (nothing more, nothing stale).
+# bash completion for gguf-mount (needs the bash-completion package: _init_completion, _filedir).
+# The options of each command come from the options the installed binary declares
+# (`gguf-mount --completion-words COMMAND`), not from --help prose: nothing more, nothing stale.
 _gguf_mount_options() {
-    gguf-mount "$@" --help 2>/dev/null | grep -oE '(^|[ ,])--?[a-zA-Z][a-zA-Z0-9-]*' | sed 's/^[ ,]*//' | sort -u
+    gguf-mount --completion-words "$1" 2>/dev/null
 }
 _gguf_mount() {
     local cur prev words cword
@@ -25,7 +26,7 @@ _gguf_mount() {
             COMPREPLY=($(compgen -W "allow_other nonempty ro cache_dir= log_file= log_level= offline revalidate= net_timeout= plain_http" -- "$cur")); return ;;
     esac
     if [ "$cword" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "split merge mount check prefetch cache umount --help --version oci:// ollama://" -- "$cur"))
+        COMPREPLY=($(compgen -W "$(gguf-mount --completion-words 2>/dev/null) --help --version oci:// ollama://" -- "$cur"))
         [[ "$cur" != -* ]] && _filedir -d
         return
     fi

@@ -4,7 +4,10 @@
 
 #include <cstring>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -106,3 +109,56 @@ TEST(FirstHour, AShardTwoOrFolderUrlSaysWhichUrlWasMeant) {
 }
 
 }  // namespace
+
+namespace {
+
+/// What the bash completion (packaging/completion/gguf-mount.bash) offers for the command line
+/// `words` (the last word is the one being completed), run with the gguf-mount under test first
+/// in PATH and bash-completion's two helpers stubbed (the package need not be installed here).
+std::set<std::string> completions(const std::vector<std::string>& words) {
+    const std::string bin = gguf_test::gguf_mount_binary();
+    std::string line;
+    for (const auto& w : words) line += " '" + w + "'";
+    const std::string script =
+        "PATH='" + bin.substr(0, bin.rfind('/')) + "':$PATH\n"
+        "_init_completion() { words=(\"${COMP_WORDS[@]}\"); cword=$COMP_CWORD; cur=${COMP_WORDS[COMP_CWORD]};"
+        " prev=${COMP_WORDS[COMP_CWORD-1]}; }\n"
+        "_filedir() { :; }\n"
+        "source '" + fixture("../../packaging/completion/gguf-mount.bash") + "'\n"
+        "COMP_WORDS=(" + line + "); COMP_CWORD=" + std::to_string(words.size() - 1) + "\n"
+        "_gguf_mount\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n";
+    auto r = gguf_test::run({"/bin/bash", "-c", script});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::set<std::string> out;
+    std::istringstream lines(r.out);
+    for (std::string l; std::getline(lines, l);) {
+        if (!l.empty()) out.insert(l);
+    }
+    return out;
+}
+
+}  // namespace
+
+/// Issue 30, item 11: the completion scraped --help prose and offered `merge --merge`, `cache
+/// --cache-max-size`, `prefetch --offline`, and not `unmount`: it now offers the options each
+/// command declares (`gguf-mount --completion-words COMMAND`).
+TEST(FirstHour, BashCompletionOffersTheDeclaredOptionsOnly) {
+    auto merge = completions({"gguf-mount", "merge", "--"});
+    EXPECT_TRUE(merge.count("--delete-splits") && merge.count("--override-kv") && merge.count("--cache-dir"))
+        << ::testing::PrintToString(merge);
+    EXPECT_EQ(merge.count("--merge"), 0u) << ::testing::PrintToString(merge);
+    auto cache = completions({"gguf-mount", "cache", "--"});
+    EXPECT_TRUE(cache.count("--max-size") && cache.count("--cache-dir")) << ::testing::PrintToString(cache);
+    EXPECT_EQ(cache.count("--cache-max-size"), 0u) << ::testing::PrintToString(cache);
+    auto prefetch = completions({"gguf-mount", "prefetch", "--"});
+    EXPECT_TRUE(prefetch.count("--cache-max-size")) << ::testing::PrintToString(prefetch);
+    EXPECT_EQ(prefetch.count("--offline"), 0u) << ::testing::PrintToString(prefetch);
+    auto mount = completions({"gguf-mount", "/models", "/mnt/m", "--"});
+    EXPECT_TRUE(mount.count("--offline") && mount.count("--allow-non-empty")) << ::testing::PrintToString(mount);
+    EXPECT_EQ(completions({"gguf-mount", "un"}), (std::set<std::string>{"unmount"}));
+    EXPECT_EQ(completions({"gguf-mount", "u"}), (std::set<std::string>{"umount", "unmount"}));
+    // The words themselves: one per line, declared options only.
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "--completion-words", "umount"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out, "--help\n--lazy\n-h\n-z\n");
+}

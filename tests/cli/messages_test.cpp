@@ -3,8 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -112,6 +115,48 @@ TEST(CliMessages, OutputIntoAMissingDirectorySaysToCreateIt) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(r.err, "gguf-mount: error: " + out + ": directory " + d.mnt / "no/such/dir" +
                          " does not exist; create it first (mkdir -p " + d.mnt / "no/such/dir" + ")\n");
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 30, item 11: `split` into a missing folder printed the whole plan (n_split, one line per
+// shard) and then the error: the error alone now, nothing on stdout.
+TEST(CliMessages, SplitIntoAMissingFolderPrintsNoPlanFirst) {
+    TempDir out;
+    const std::string prefix = out / "no/such/dir/model";
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors", "10",
+                             fixture("tiny-llama/tiny-llama.gguf"), prefix});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("does not exist; create it first (mkdir -p " + out / "no/such/dir" + ")"), std::string::npos)
+        << r.err;
+}
+
+// Usage errors of mount options pointed to `gguf-mount --help`, which lists none of them.
+TEST(CliMessages, AMountUsageErrorPointsToTheMountHelp) {
+    KvzooDirs d;
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"--readahead-kb", "x"}, std::vector<std::string>{"--no-such-option"}}) {
+        std::vector<std::string> argv = {gguf_test::gguf_mount_binary(), d.src.path(), d.mnt.path()};
+        argv.insert(argv.end(), bad.begin(), bad.end());
+        auto r = gguf_test::run(argv);
+        EXPECT_EQ(r.exit_code, 2) << bad.front() << ": " << r.err;
+        EXPECT_NE(r.err.find("(see 'gguf-mount mount --help')"), std::string::npos) << r.err;
+    }
+}
+
+// "serving X" lines came before the "nothing mounted" of an override unfit for the model.
+TEST(CliMessages, NoServingLineBeforeNothingMounted) {
+    KvzooDirs d;
+    gguf_test::write_file(d.src / "README.md", "a companion, served as it is\n");
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), d.src.path(), d.mnt.path(), "-f", "--remove-kv",
+                             "no.such.key"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("nothing mounted"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("serving "), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -253,4 +253,32 @@ TEST_F(LogLines, TheAccessCheckLineIsNotJargonAtInfoLevel) {
     EXPECT_EQ(unmount_and_wait(), 0);
 }
 
+// Issue 30, item 10: a single file served with overrides was logged as a "companion" (README: a
+// file shown as it is), though its header is new.
+TEST_F(LogLines, ASingleFileWithOverridesIsNotLoggedAsACompanion) {
+    gguf_test::copy_file(gguf_test::fixture("kvzoo/original.gguf"), src_ + "/kv.gguf");
+    gguf_test::write_file(src_ + "/notes.txt", "plain");
+    ASSERT_TRUE(mount({"--override-kv", "general.name=str:fixed"}));
+    auto kv = lines_with(log(), "serving kv.gguf: ");
+    ASSERT_EQ(kv.size(), 1u) << log();
+    EXPECT_NE(kv[0].find("serving kv.gguf: single model with edited metadata, "), std::string::npos) << kv[0];
+    EXPECT_EQ(lines_with(log(), "serving notes.txt: companion, ").size(), 1u) << log();
+    EXPECT_EQ(unmount_and_wait(), 0);
+}
+
+// In a shard view a real NAME.gguf beside NAME's shards is served as its view's shards, not
+// "instead" under its name: the clash line says which.
+TEST_F(LogLines, ANameClashInAShardViewSaysTheRealFileIsServedAsItsViewShards) {
+    mount_test::copy_kvzoo(src_);
+    gguf_test::copy_file(gguf_test::fixture("kvzoo/original.gguf"), src_ + "/kvzoo.gguf");
+    ASSERT_TRUE(mount({"--split-max-tensors", "20"}));
+    auto clash = lines_with(log(), "name clash: a real file kvzoo.gguf exists");
+    ASSERT_EQ(clash.size(), 1u) << log();
+    EXPECT_NE(clash[0].find(" and wins (it is served as the shards of its view); not shown"), std::string::npos)
+        << clash[0];
+    EXPECT_EQ(clash[0].find("served instead"), std::string::npos) << clash[0];
+    EXPECT_TRUE(mount_test::exists(mnt_ + "/kvzoo-00001-of-00003.gguf")) << log();
+    EXPECT_EQ(unmount_and_wait(), 0);
+}
+
 }  // namespace

@@ -422,7 +422,7 @@ TEST_F(MountPoint, SecondMountOnALiveMountPointIsRefusedAndTheFirstKeepsServing)
     auto r = run_refused(src_, mnt_);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(r.err, "gguf-mount: error: " + mnt_ + ": already mounted (fuse.gguf-mount from " + src_ +
-                         "); unmount it first with 'fusermount3 -u " + mnt_ +
+                         "); unmount it first with 'gguf-mount umount " + mnt_ +
                          "', or choose another mount point; nothing mounted\n");
     EXPECT_EQ(mounts_on(mnt_), 1u);
     EXPECT_TRUE(daemon_.running());

@@ -156,6 +156,8 @@ TEST_F(S3Mount, MergeOfAFirstShardIsByteExactAndCheckNamesTheS3Source) {
     auto r = gm(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("s3://models/sets"), std::string::npos) << r.out;
+    // The prefix as given, with its trailing slash (issue 30, item 11: it was dropped).
+    EXPECT_EQ(r.out.rfind("source s3://models/sets/\n", 0), 0u) << r.out;
     EXPECT_EQ(r.out.find("127.0.0.1"), std::string::npos) << r.out;
     EXPECT_TRUE(every_request("verified"));
 }
