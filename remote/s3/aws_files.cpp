@@ -15,6 +15,7 @@
 
 #include "common/text.hpp"
 #include "gguf/error.hpp"
+#include "remote/helper_process.hpp"
 
 namespace gguf_mount::remote::s3 {
 namespace {
@@ -104,39 +105,8 @@ AwsFile parse_aws_file(const std::string& text, AwsFileKind kind, const std::str
     return file;
 }
 
-namespace {
-
-/// Why `st` (of `path`, `what` it is) fails the ownership rule, "" when it passes.
-std::string ownership_problem(const std::string& path, const std::string& what, const struct stat& st) {
-    const uid_t euid = ::geteuid();
-    if (st.st_uid != euid && st.st_uid != 0)
-        return what + " " + path + " is owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
-               std::to_string(euid) + " (this process) or root";
-    // A folder such as /tmp (root's, sticky: nobody can replace what others own in it) is fine.
-    const bool sticky_root_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) && st.st_uid == 0;
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_root_dir) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return what + " " + path + " is writable by its group or others (mode " + mode + ")";
-    }
-    return "";
-}
-
-}  // namespace
-
 std::string untrusted_aws_path(const std::string& path, const std::string& what) {
-    std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
-    if (!real) return "";  // not there: the caller says so, or does without it
-    std::string at = real.get();
-    struct stat st {};
-    if (::stat(at.c_str(), &st) != 0) return "";
-    std::string why = ownership_problem(at, what, st);
-    while (why.empty() && at.size() > 1) {
-        const size_t slash = at.find_last_of('/');
-        at = slash == 0 ? "/" : at.substr(0, slash);
-        if (::stat(at.c_str(), &st) != 0) break;
-        why = ownership_problem(at, "its folder", st);
-    }
+    const std::string why = ownership_problem(path, what);
     if (why.empty()) return "";
     return why + ": " + path + " is not used (an AWS configuration or credentials file, the folders above it and "
                                 "a credential_process program must belong to this process's uid or root and not be "
