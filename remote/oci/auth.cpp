@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
@@ -50,7 +51,9 @@ size_t on_header(char* data, size_t size, size_t n, void* self) {
     return size * n;
 }
 
-SmallAnswer small_get(const std::string& url, const std::string& authorization, const HttpOptions& http) {
+/// GET `url` (or, with `form`, POST it as application/x-www-form-urlencoded).
+SmallAnswer small_get(const std::string& url, const std::string& authorization, const HttpOptions& http,
+                      const std::string* form = nullptr) {
     SmallAnswer a;
     std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), &curl_easy_cleanup);
     if (!c) {
@@ -59,6 +62,11 @@ SmallAnswer small_get(const std::string& url, const std::string& authorization, 
     }
     struct curl_slist* headers = nullptr;
     if (!authorization.empty()) headers = curl_slist_append(headers, ("Authorization: " + authorization).c_str());
+    if (form) {
+        headers = curl_slist_append(headers, "Content-Type: application/x-www-form-urlencoded");
+        curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(form->size()));
+        curl_easy_setopt(c.get(), CURLOPT_POSTFIELDS, form->c_str());
+    }
     const long timeout = static_cast<long>(http.net_timeout.count());
     curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
     curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
@@ -160,11 +168,15 @@ std::string Auth::credential_source() const {
            (credentials_.tried.empty() ? std::string("(no file: DOCKER_CONFIG, HOME unset)") : credentials_.tried);
 }
 
+void Auth::look_up_credentials() {
+    if (credentials_looked_) return;
+    credentials_ = find_credentials(ref_.registry, lookup_);
+    credentials_looked_ = true;
+    refresh_token_ = credentials_.identity_token;
+}
+
 void Auth::fetch_token() {
-    if (!credentials_looked_) {
-        credentials_ = find_credentials(ref_.registry, lookup_);
-        credentials_looked_ = true;
-    }
+    look_up_credentials();
     const std::string scope = "repository:" + ref_.repository + ":pull";
     std::string url = challenge_.realm;
     if (url.empty() || !is_http_url(url))
@@ -173,17 +185,26 @@ void Auth::fetch_token() {
     url += "scope=" + query_value(scope);
     if (!challenge_.service.empty()) url += "&service=" + query_value(challenge_.service);
     std::string authorization;
-    if (!credentials_.username.empty()) authorization = "Basic " + base64(credentials_.username + ":" + credentials_.password);
-    // An identity token is an OAuth2 refresh token: Docker exchanges it by POST; a token
-    // service that takes it as a bearer is asked so.
-    else if (!credentials_.identity_token.empty()) authorization = "Bearer " + credentials_.identity_token;
-    SmallAnswer a = small_get(url, authorization, http_);
+    std::string form;
+    if (!refresh_token_.empty()) {
+        // An identity token is an OAuth2 refresh token (RFC 6749 6): exchanged by POST to the
+        // realm as Docker does it (distribution registry/client/auth/session.go
+        // fetchTokenWithOAuth; Docker's "Token Authentication Specification", oauth.md).
+        url = challenge_.realm;
+        form = "grant_type=refresh_token&refresh_token=" + query_value(refresh_token_) +
+               "&service=" + query_value(challenge_.service) + "&scope=" + query_value(scope) +
+               "&client_id=gguf-mount";
+    } else if (!credentials_.username.empty()) {
+        authorization = "Basic " + base64(credentials_.username + ":" + credentials_.password);
+    }
+    SmallAnswer a = small_get(url, authorization, http_, form.empty() ? nullptr : &form);
+    OPENSSL_cleanse(form.data(), form.size());
     const std::string realm = url_for_message(challenge_.realm);
     if (!a.error.empty())
         throw HttpError(ref_.shown() + ": token service " + realm + " cannot be reached: " + a.error, EIO, 0, true);
     if (a.status != 200) {
         throw HttpError(ref_.shown() + ": token service " + realm + " refused a token (HTTP " +
-                            std::to_string(a.status) + "; " +
+                            std::to_string(a.status) + (form.empty() ? "" : ", for the identity token") + "; " +
                             (credentials_.source.empty() ? "anonymous: no credentials for " + ref_.registry + " in " +
                                                                credentials_.tried
                                                          : "credentials from " + credentials_.source) +
@@ -194,6 +215,10 @@ void Auth::fetch_token() {
     std::string token = j.is_object() ? j.value("token", std::string()) : std::string();
     if (token.empty() && j.is_object()) token = j.value("access_token", std::string());
     if (token.empty()) throw HttpError(ref_.shown() + ": token service " + realm + " answered no token", EACCES, 200, false);
+    // A token service may rotate the refresh token: the new one is used from now on (memory only).
+    if (!refresh_token_.empty() && j.contains("refresh_token") && j["refresh_token"].is_string() &&
+        !j["refresh_token"].get<std::string>().empty())
+        refresh_token_ = j["refresh_token"].get<std::string>();
     long expires = 60;  // the Token Authentication Specification's default
     if (j.contains("expires_in") && j["expires_in"].is_number()) expires = j["expires_in"].get<long>();
     if (expires < 1) expires = 1;
@@ -211,10 +236,7 @@ std::string Auth::authorization() {
         return "Bearer " + token_;
     }
     if (challenge_.scheme == "basic") {
-        if (!credentials_looked_) {
-            credentials_ = find_credentials(ref_.registry, lookup_);
-            credentials_looked_ = true;
-        }
+        look_up_credentials();
         if (credentials_.username.empty()) return "";
         return "Basic " + base64(credentials_.username + ":" + credentials_.password);
     }

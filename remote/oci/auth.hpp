@@ -47,8 +47,11 @@ public:
     std::string credential_source() const;
 
 private:
-    /// Asks the token service; under mutex_.
+    /// Asks the token service (GET with Basic credentials or none; POST of the refresh token
+    /// for an identity token); under mutex_.
     void fetch_token();
+    /// find_credentials once; under mutex_.
+    void look_up_credentials();
 
     Reference ref_;
     HttpOptions http_;
@@ -58,6 +61,7 @@ private:
     bool credentials_looked_ = false;
     Credentials credentials_;
     std::string token_;
+    std::string refresh_token_;  // the identity token, or the one the token service rotated it to
     std::chrono::steady_clock::time_point renew_at_{};
     std::string tried_;
 };

@@ -1,5 +1,6 @@
 #include "remote/oci/credentials.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,8 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include "gguf/error.hpp"
+#include "remote/helper_process.hpp"
 #include "remote/oci/reference.hpp"
 
 namespace gguf_mount::remote::oci {
@@ -52,9 +55,114 @@ std::vector<std::string> names_of(const std::string& registry) {
     return {registry};
 }
 
-/// Looks in one file; true when an entry of `registry` was found (it may hold no usable
-/// credentials: a warning then).
-bool look_in(const std::string& path, const std::string& registry, Credentials* c) {
+/// The server address a credential helper is asked for (what `docker login` stores): Docker
+/// Hub's "https://index.docker.io/v1/" (Docker's registry.IndexServer), else host[:port].
+std::string server_address(const std::string& registry) {
+    return names_of(registry).size() > 1 ? "https://index.docker.io/v1/" : registry;
+}
+
+/// The helper named for `registry` in the file's "credHelpers", else its "credsStore" ("" for
+/// none); `*key` gets which of the two named it.
+std::string helper_of(const nlohmann::json& j, const std::string& registry, std::string* key) {
+    auto helpers = j.find("credHelpers");
+    if (helpers != j.end() && helpers->is_object()) {
+        for (const std::string& name : names_of(registry)) {
+            for (auto it = helpers->begin(); it != helpers->end(); ++it) {
+                if (key_host(it.key()) == name && it.value().is_string() && !it.value().get<std::string>().empty()) {
+                    *key = "credHelpers";
+                    return it.value().get<std::string>();
+                }
+            }
+        }
+    }
+    auto store = j.find("credsStore");
+    if (store != j.end() && store->is_string() && !store->get<std::string>().empty()) {
+        *key = "credsStore";
+        return store->get<std::string>();
+    }
+    return "";
+}
+
+bool helper_name_ok(const std::string& name) {
+    if (name.empty() || name.size() > 64) return false;
+    for (unsigned char ch : name) {
+        if (!std::isalnum(ch) && ch != '.' && ch != '_' && ch != '-') return false;
+    }
+    return name[0] != '.';
+}
+
+/// Asks the helper `name` (named by `key` of `path`) for `registry`'s credentials. True when
+/// it had them (*c filled); false, with a warning unless it simply had none, otherwise.
+bool ask_helper(const std::string& name, const std::string& key, const std::string& path, const std::string& registry,
+                const CredentialLookup& lookup, Credentials* c) {
+    const std::string program_name = "docker-credential-" + name;
+    const std::string what = path + ": " + key + " \"" + name + "\"";
+    if (!helper_name_ok(name)) {
+        spdlog::warn("{}: not a helper name (letters, digits, '.', '_', '-'); not used", what);
+        return false;
+    }
+    const std::string program = find_on_path(program_name);
+    if (program.empty()) {
+        spdlog::warn("{}: {} not found on $PATH; not used", what, program_name);
+        return false;
+    }
+    if (std::string why = ownership_problem(program, "the credential helper"); !why.empty()) {
+        spdlog::warn("{}: {}: not run (a credential helper and the folders above it must belong to this process's "
+                     "uid or root and not be writable by group or others, as ssh requires of its files)",
+                     what, why);
+        return false;
+    }
+    HelperRun run;
+    try {
+        run = run_helper({program, "get"}, server_address(registry), what + ": " + program_name,
+                         lookup.helper_timeout);
+    } catch (const gguf::Error& e) {
+        spdlog::warn("{}; not used", e.what());
+        return false;
+    }
+    if (run.exit_status != 0) {
+        // docker-credential-helpers' credentials.ErrCredentialsNotFound, which helpers print on
+        // their standard output: nothing stored for this registry.
+        const bool none = run.out.find("credentials not found") != std::string::npos;
+        wipe(run.out);
+        if (!none) {
+            const std::string line = first_line_of(run.err);
+            spdlog::warn("{}: {} exited with status {}{}; not used", what, program_name, run.exit_status,
+                         line.empty() ? "" : ": " + line);
+        }
+        return false;
+    }
+    nlohmann::json answer = nlohmann::json::parse(run.out, nullptr, false);
+    wipe(run.out);
+    const std::string user = answer.is_object() && answer.value("Username", nlohmann::json()).is_string()
+                                 ? answer["Username"].get<std::string>()
+                                 : std::string();
+    std::string secret = answer.is_object() && answer.value("Secret", nlohmann::json()).is_string()
+                             ? answer["Secret"].get<std::string>()
+                             : std::string();
+    if (answer.is_object()) answer.clear();
+    if (secret.empty()) {
+        spdlog::warn("{}: {} answered no \"Secret\" (not JSON with Username and Secret); not used", what,
+                     program_name);
+        return false;
+    }
+    // docker/cli credentials/native_store.go: the user "<token>" marks an identity token.
+    if (user == "<token>") {
+        c->identity_token = std::move(secret);
+        c->username.clear();
+        c->password.clear();
+    } else {
+        c->username = user;
+        c->password = std::move(secret);
+        c->identity_token.clear();
+    }
+    c->source = program_name + " (" + key + " in " + path + ")";
+    return true;
+}
+
+/// Looks in one file; true when credentials of `registry` were found (an entry that holds no
+/// usable credentials gets a warning).
+bool look_in(const std::string& path, const std::string& registry, const CredentialLookup& lookup, Credentials* c) {
     std::ifstream in(path);
     if (!in) return false;
     std::stringstream ss;
@@ -63,6 +171,11 @@ bool look_in(const std::string& path, const std::string& registry, Credentials* 
     if (!j.is_object()) {
         spdlog::warn("{}: not a JSON object; its registry credentials are not used", path);
         return false;
+    }
+    std::string key;
+    if (const std::string helper = helper_of(j, registry, &key); !helper.empty()) {
+        if (ask_helper(helper, key, path, registry, lookup, c)) return true;
+        c->tried += "; docker-credential-" + helper + " (" + key + " in " + path + ")";
     }
     auto auths = j.find("auths");
     if (auths == j.end() || !auths->is_object()) return false;
@@ -109,7 +222,7 @@ Credentials find_credentials(const std::string& registry, const CredentialLookup
     }
     for (const std::string& f : files) {
         c.tried += (c.tried.empty() ? "" : "; ") + f;
-        if (look_in(f, registry, &c)) return c;
+        if (look_in(f, registry, lookup, &c)) return c;
     }
     return c;
 }

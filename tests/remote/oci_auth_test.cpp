@@ -1,8 +1,9 @@
 // Registry token auth end to end: docker-registry with "auth.token" trusting the certificate of
 // a throw-away key that tests/remote/oci/token_server.py signs RS256 JWTs with (both on
 // 127.0.0.1, started here). Anonymous pulls of a public repository, a private one with the
-// credentials of a DOCKER_CONFIG file, a refusal naming the file tried, and tokens that expire
-// during a mount.
+// credentials of a DOCKER_CONFIG file, of a credential helper (credHelpers) and of an identity
+// token (the OAuth2 refresh-token exchange), a refusal naming the file tried, tokens that expire
+// during a mount, Basic auth (auth.htpasswd), and blobs redirected to a CDN on another host.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -34,12 +35,29 @@ protected:
         ::unsetenv("REGISTRY_AUTH_FILE");
         ::setenv("XDG_RUNTIME_DIR", (root_ + "/run").c_str(), 1);
         ::setenv("HOME", (root_ + "/home").c_str(), 1);
+        if (const char* p = std::getenv("PATH")) path_ = p;
+        ::setenv("PATH", (root_ + "/bin:" + path_).c_str(), 1);
     }
     void TearDown() override {
         OciMountFixture::TearDown();
         tokens_.stop();
         for (const char* name : {"DOCKER_CONFIG", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR", "HOME"}) ::unsetenv(name);
         for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
+        ::setenv("PATH", path_.c_str(), 1);
+    }
+    /// ROOT/bin/docker-credential-NAME: a shell script (ROOT/bin is first on PATH).
+    void write_helper(const std::string& name, const std::string& script) {
+        fs::create_directories(root_ + "/bin");
+        const std::string path = root_ + "/bin/docker-credential-" + name;
+        gguf_test::write_file(path, "#!/bin/sh\n" + script);
+        fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    }
+    /// DOCKER_CONFIG=ROOT/docker with `json` as its config.json.
+    void write_config(const std::string& json) {
+        fs::create_directories(root_ + "/docker");
+        gguf_test::write_file(root_ + "/docker/config.json", json);
+        ::setenv("DOCKER_CONFIG", (root_ + "/docker").c_str(), 1);
     }
     /// The token server (`extra` options), then the registry trusting its certificate.
     void start(const std::vector<std::string>& extra = {}, const std::string& redirect_base = "") {
@@ -90,7 +108,7 @@ protected:
         return {gguf_test::gguf_mount_binary(), "check", "--plain-http", "--cache-dir", cache_, source};
     }
 
-    std::string token_log_, realm_;
+    std::string token_log_, realm_, path_;
     std::vector<std::pair<std::string, std::string>> saved_;  // the variables SetUp changes
     remote_test::ChildProcess tokens_;
 };
@@ -145,6 +163,106 @@ TEST_F(OciAuth, APrivateRepositoryNeedsTheDockerConfigsCredentialsAndARefusalNam
         << r.err;
 }
 
+TEST_F(OciAuth, APrivateRepositoryIsPulledWithTheCredentialsACredentialHelperGives) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    // docker-credential-helpers' protocol: `get`, the server address on stdin, JSON out.
+    write_helper("gguftest", "read -r host || true\necho \"$1 $host\" >> \"" + root_ +
+                                 "/helper.log\"\n"
+                                 "[ \"$host\" = \"" + registry_.host() +
+                                 "\" ] || { echo 'credentials not found in native keychain'; exit 1; }\n"
+                                 "printf '{\"ServerURL\":\"%s\",\"Username\":\"alice\",\"Secret\":\"s3cret-Pa55\"}' \"$host\"\n");
+    write_config(R"({"credHelpers":{")" + registry_.host() + R"(":"gguftest"},"auths":{}})");
+    ASSERT_TRUE(mount(args(), ref("team/private"))) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/private.gguf"), gguf_test::sha256_file(kTiny)) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(gguf_test::read_file(root_ + "/helper.log"), "get " + registry_.host() + "\n");
+    bool alice = false;
+    for (const auto& j : token_requests()) alice = alice || j.value("user", nlohmann::json()) == "alice";
+    EXPECT_TRUE(alice);
+    EXPECT_EQ(log().find("s3cret"), std::string::npos) << log();
+
+    // A helper that has nothing for the registry: the refusal names the helper and the file.
+    write_helper("gguftest", "echo 'credentials not found in native keychain'\nexit 1\n");
+    auto r = gguf_test::run(check_args(ref("team/private")));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("team/private:latest: UNAUTHORIZED"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no credentials for " + registry_.host() + " in " + root_ + "/docker/config.json; "
+                         "docker-credential-gguftest (credHelpers in " + root_ + "/docker/config.json)"),
+              std::string::npos)
+        << r.err;
+    // A helper that fails says so in one line, without its standard output.
+    write_helper("gguftest", "echo 'SECRET-ish output'\necho 'helper broke' >&2\nexit 3\n");
+    r = gguf_test::run(check_args(ref("team/private")));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(root_ + "/docker/config.json: credHelpers \"gguftest\": docker-credential-gguftest exited with "
+                         "status 3: helper broke; not used"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("SECRET-ish"), std::string::npos) << r.err;
+}
+
+TEST_F(OciAuth, AnIdentityTokenIsExchangedAtTheRealmAsAnOAuth2RefreshToken) {
+    ASSERT_NO_FATAL_FAILURE(start({"--refresh-tokens", "refresh-Tok3n:alice"}));
+    write_config(R"({"auths":{")" + registry_.host() + R"(":{"auth":"","identitytoken":"refresh-Tok3n"}}})");
+    ASSERT_TRUE(mount(args(), ref("team/private"))) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/private.gguf"), gguf_test::sha256_file(kTiny)) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    size_t posts = 0;
+    for (const auto& j : token_requests()) {
+        if (j.value("method", "") != "POST") continue;
+        ++posts;
+        EXPECT_EQ(j.value("grant_type", ""), "refresh_token") << j;
+        EXPECT_EQ(j.value("client_id", ""), "gguf-mount") << j;
+        EXPECT_EQ(j.value("service", ""), "gguf-test") << j;
+        EXPECT_EQ(j.value("scope", ""), "repository:team/private:pull") << j;
+        EXPECT_EQ(j.value("user", nlohmann::json()), "alice") << j;
+    }
+    EXPECT_GE(posts, 1u);
+    EXPECT_EQ(log().find("refresh-Tok3n"), std::string::npos) << log();
+
+    // A helper's "<token>" user marks an identity token too.
+    write_helper("gguftoken", "printf '{\"Username\":\"<token>\",\"Secret\":\"refresh-Tok3n\"}'\n");
+    write_config(R"({"credsStore":"gguftoken"})");
+    ASSERT_TRUE(mount(args(), ref("team/private"))) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/private.gguf"), gguf_test::sha256_file(kTiny)) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    // An identity token the token service does not know: refused, the source named.
+    write_config(R"({"auths":{")" + registry_.host() + R"(":{"identitytoken":"not-known"}}})");
+    auto r = gguf_test::run(check_args(ref("team/private")));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("refused a token (HTTP 401, for the identity token; credentials from " + root_ +
+                         "/docker/config.json)"),
+              std::string::npos)
+        << r.err;
+}
+
+TEST_F(OciAuth, ABasicChallengeIsAnsweredWithTheDockerConfigsCredentials) {
+    // registry 2.8's auth.htpasswd: bcrypt entries (glibc's crypt makes $2b$ hashes).
+    auto r = gguf_test::run({remote_test::find_program("python3"), "-W", "ignore", "-c",
+                             "import crypt,sys; print('alice:' + crypt.crypt('s3cret-Pa55', "
+                             "crypt.mksalt(crypt.METHOD_BLOWFISH)))"});
+    if (r.exit_code != 0 || r.out.rfind("alice:$2", 0) != 0)
+        GTEST_SKIP() << "python3's crypt makes no bcrypt hash here: " << r.out << r.err;
+    gguf_test::write_file(root_ + "/htpasswd", r.out);
+    registry_.set_htpasswd(root_ + "/htpasswd");
+    std::string error;
+    ASSERT_TRUE(registry_.start(root_ + "/registry", &error)) << error;
+    ASSERT_FALSE(registry_.push({"--basic", "alice:s3cret-Pa55", "--flavour", "docker", "--repo", "team/basic", kTiny})
+                     .empty());
+    r = gguf_test::run(check_args(ref("team/basic")));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(registry_.host() + "/team/basic:latest: UNAUTHORIZED"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no credentials for " + registry_.host() + " in " + root_ + "/home/.docker/config.json"),
+              std::string::npos)
+        << r.err;
+    write_docker_config();
+    ASSERT_TRUE(mount(args(), ref("team/basic"))) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/basic.gguf"), gguf_test::sha256_file(kTiny)) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(log().find("s3cret"), std::string::npos) << log();
+    EXPECT_EQ(log().find("YWxpY2U6"), std::string::npos) << log();
+}
+
 TEST_F(OciAuth, TokensThatExpireDuringAMountAreRenewedAndReadsGoOn) {
     // Tokens said to last 3 s, whose exp the registry (60 s of leeway) passes 3 s after issue.
     ASSERT_NO_FATAL_FAILURE(start({"--expires-in", "3", "--early", "60"}));
@@ -171,8 +289,8 @@ TEST_F(OciAuth, TokensThatExpireDuringAMountAreRenewedAndReadsGoOn) {
 }
 
 TEST_F(OciAuth, BlobsRedirectedToAnotherHostAreFetchedThereWithoutAuthorization) {
-    // The "CDN": a plain server on another origin over the registry's own storage.
-    remote_test::FaultServer cdn(root_ + "/registry/storage");
+    // The "CDN": a plain server on another host (127.0.0.2) over the registry's own storage.
+    remote_test::FaultServer cdn(root_ + "/registry/storage", "127.0.0.2");
     std::string error;
     fs::create_directories(root_ + "/registry/storage");
     ASSERT_TRUE(cdn.start(&error)) << error;
@@ -188,6 +306,7 @@ TEST_F(OciAuth, BlobsRedirectedToAnotherHostAreFetchedThereWithoutAuthorization)
         EXPECT_FALSE(e.has_authorization()) << e.uri;
     }
     EXPECT_GE(blobs, 1u);
+    EXPECT_EQ(cdn.base_url().rfind("http://127.0.0.2:", 0), 0u);
 }
 
 }  // namespace

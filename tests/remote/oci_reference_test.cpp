@@ -1,6 +1,10 @@
 // remote/oci/: reference parsing, manifest reading and layer naming, without any server.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <map>
 
 #include "gguf/error.hpp"
@@ -256,6 +260,61 @@ TEST(OciCredentials, DockerConfigAuthsAndPodmanAuthFileAreFoundByHost) {
     c = find_credentials("127.0.0.1:8000", l);
     EXPECT_FALSE(c.found());
     EXPECT_EQ(c.tried, dir + "/config.json; " + dir + "/auth.json");
+}
+
+
+/// A docker-credential-NAME script in `dir` (0755) answering by the server address on stdin.
+std::string credential_helper(const std::string& dir, const std::string& name, const std::string& body) {
+    const std::string path = dir + "/docker-credential-" + name;
+    gguf_test::write_file(path, "#!/bin/sh\nread -r host || true\necho \"$1 $host\" >> " + dir + "/asked.log\n" + body);
+    ::chmod(path.c_str(), 0755);
+    return path;
+}
+
+TEST(OciCredentials, HelpersAnswerForTheirRegistriesThenTheStoreAndAuthsAreTheFallback) {
+    gguf_test::TempDir tmp;
+    const std::string dir = tmp.path();
+    const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    ::setenv("PATH", (dir + ":" + old_path).c_str(), 1);
+    credential_helper(dir, "per", R"(printf '{"ServerURL":"%s","Username":"u1","Secret":"p1"}' "$host")" "\n");
+    credential_helper(dir, "store", R"([ "$host" = "https://index.docker.io/v1/" ] && { printf '{"Username":"<token>","Secret":"idt"}'; exit 0; })"
+                                    "\necho 'credentials not found in native keychain'; exit 1\n");
+    credential_helper(dir, "slow", "exec sleep 30\n");
+    gguf_test::write_file(dir + "/config.json",
+                          R"({"credHelpers":{"127.0.0.1:5000":"per","127.0.0.1:5001":"slow","127.0.0.1:5002":"../x"},)"
+                          R"("credsStore":"store","auths":{"127.0.0.1:7000":{"auth":"YTpi"}}})");
+    std::map<std::string, std::string> env{{"DOCKER_CONFIG", dir}};
+    CredentialLookup l{[&](const std::string& n) { return env.count(n) ? env[n] : std::string(); }};
+    l.helper_timeout = std::chrono::milliseconds(500);
+
+    Credentials c = find_credentials("127.0.0.1:5000", l);
+    EXPECT_EQ(c.username, "u1");
+    EXPECT_EQ(c.password, "p1");
+    EXPECT_EQ(c.source, "docker-credential-per (credHelpers in " + dir + "/config.json)");
+    // Docker Hub's server address; the "<token>" user: an identity token.
+    c = find_credentials("registry-1.docker.io", l);
+    EXPECT_EQ(c.identity_token, "idt");
+    EXPECT_TRUE(c.username.empty());
+    EXPECT_EQ(c.source, "docker-credential-store (credsStore in " + dir + "/config.json)");
+    // The store has nothing for 7000: its "auths" entry is used.
+    c = find_credentials("127.0.0.1:7000", l);
+    EXPECT_EQ(c.username, "a");
+    EXPECT_EQ(c.source, dir + "/config.json");
+    c = find_credentials("127.0.0.1:8000", l);
+    EXPECT_FALSE(c.found());
+    EXPECT_EQ(c.tried, dir + "/config.json; docker-credential-store (credsStore in " + dir + "/config.json)");
+    // A helper past its timeout is killed; a name with a '/' is never run.
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(find_credentials("127.0.0.1:5001", l).found());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    EXPECT_FALSE(find_credentials("127.0.0.1:5002", l).found());
+    EXPECT_EQ(gguf_test::read_file(dir + "/asked.log"),
+              "get 127.0.0.1:5000\nget https://index.docker.io/v1/\nget 127.0.0.1:7000\nget 127.0.0.1:8000\n"
+              "get 127.0.0.1:5001\n");
+    // A helper that others may rewrite is not run (the S3 credential_process's rule).
+    ::chmod((dir + "/docker-credential-per").c_str(), 0777);
+    EXPECT_FALSE(find_credentials("127.0.0.1:5000", l).found());
+    ::setenv("PATH", old_path.c_str(), 1);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "remote/oci_registry.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -31,7 +33,9 @@ bool OciRegistry::start(const std::string& root, std::string* error, const std::
                          "  filesystem:\n    rootdirectory: " + storage_ +
                          "\n  delete:\n    enabled: true\n  maintenance:\n    uploadpurging:\n      enabled: false\n"
                          "http:\n  addr: 127.0.0.1:" + std::to_string(port_) + "\n";
-    if (!token_realm.empty()) {
+    if (!htpasswd_.empty()) {
+        config += "auth:\n  htpasswd:\n    realm: gguf-test-basic\n    path: " + htpasswd_ + "\n";
+    } else if (!token_realm.empty()) {
         config += "auth:\n  token:\n    realm: " + token_realm +
                   "\n    service: gguf-test\n    issuer: gguf-test-issuer\n    rootcertbundle: " + cert + "\n";
     }
@@ -61,6 +65,57 @@ std::string OciRegistry::push(const std::vector<std::string>& args) const {
     std::vector<std::string> a = {"--registry", host()};
     a.insert(a.end(), args.begin(), args.end());
     return oci_push(a);
+}
+
+bool RegistryProxy::start(const std::string& upstream, const std::string& dir, std::string* error, int redirect_life) {
+    dir_ = dir;
+    fs::create_directories(dir_);
+    std::error_code ec;
+    fs::remove(dir_ + "/port", ec);
+    set_rules(nlohmann::json::array());
+    std::vector<std::string> argv = {find_program("python3"), oci_test_dir() + "/registry_proxy.py", "--upstream",
+                                     upstream, "--port-file", dir_ + "/port", "--log", dir_ + "/access.log",
+                                     "--rules", dir_ + "/rules.json"};
+    if (redirect_life > 0) {
+        argv.push_back("--redirect-life");
+        argv.push_back(std::to_string(redirect_life));
+    }
+    if (!process_.start(argv, dir_ + "/output.log", error)) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline && process_.running()) {
+        if (fs::exists(dir_ + "/port")) {
+            port_ = static_cast<uint16_t>(std::stoul(gguf_test::read_file(dir_ + "/port")));
+            if (wait_port(port_, std::chrono::seconds(5))) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    *error = "registry_proxy.py did not start: " + gguf_test::read_file(dir_ + "/output.log");
+    process_.stop();
+    return false;
+}
+
+void RegistryProxy::set_rules(const nlohmann::json& rules) {
+    gguf_test::write_file(dir_ + "/rules.json.tmp", rules.dump());
+    fs::rename(dir_ + "/rules.json.tmp", dir_ + "/rules.json");
+}
+
+std::vector<AccessEntry> RegistryProxy::requests() const {
+    std::error_code ec;
+    if (!fs::exists(dir_ + "/access.log", ec)) return {};
+    auto entries = parse_access_log(gguf_test::read_file(dir_ + "/access.log"));
+    std::stable_sort(entries.begin(), entries.end(), [](const AccessEntry& a, const AccessEntry& b) { return a.seq < b.seq; });
+    return entries;
+}
+
+size_t RegistryProxy::count(const std::string& method, const std::string& part) const {
+    size_t n = 0;
+    for (const AccessEntry& e : requests()) n += e.method == method && e.uri.find(part) != std::string::npos;
+    return n;
+}
+
+void RegistryProxy::clear() const {
+    std::error_code ec;
+    fs::remove(dir_ + "/access.log", ec);
 }
 
 void OciMountFixture::SetUp() {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mount/mount_fixture.hpp"
 #include "remote/servers.hpp"
 
@@ -27,6 +29,9 @@ public:
                const std::string& cert = "", const std::string& redirect_base = "");
     void stop();
     ~OciRegistry() { stop(); }
+    /// Before start(): "auth.htpasswd" with this bcrypt htpasswd file instead of token auth
+    /// (the registry answers 401 with WWW-Authenticate: Basic and checks every request).
+    void set_htpasswd(const std::string& path) { htpasswd_ = path; }
 
     /// "127.0.0.1:PORT".
     std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -42,7 +47,32 @@ public:
 private:
     ChildProcess process_;
     uint16_t port_ = 0;
-    std::string storage_, log_;
+    std::string storage_, log_, htpasswd_;
+};
+
+/// tests/remote/oci/registry_proxy.py in front of a registry: every request logged (AccessEntry
+/// fields), rate limits and errors answered by rules, blob redirects made expiring URLs.
+class RegistryProxy {
+public:
+    /// Starts it on 127.0.0.1 (a free port) forwarding to `upstream` ("http://127.0.0.1:P"),
+    /// its files under `dir`; `redirect_life` > 0: Location gets expires=NOW+S. False with *error.
+    bool start(const std::string& upstream, const std::string& dir, std::string* error, int redirect_life = 0);
+    void stop() { process_.stop(); }
+    ~RegistryProxy() { stop(); }
+    /// "127.0.0.1:PORT".
+    std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+    /// Replaces the rules (registry_proxy.py's docstring); use counters restart.
+    void set_rules(const nlohmann::json& rules);
+    /// The requests so far, in arrival order.
+    std::vector<AccessEntry> requests() const;
+    /// The requests whose method is `method` and whose path holds `part` ("/manifests/").
+    size_t count(const std::string& method, const std::string& part) const;
+    void clear() const;
+
+private:
+    ChildProcess process_;
+    uint16_t port_ = 0;
+    std::string dir_;
 };
 
 /// A real mount with a registry: SetUp skips without docker-registry and sets cache_ to
