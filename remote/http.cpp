@@ -69,6 +69,8 @@ struct HttpClient::Attempt {
     int refused_errno = EIO;  // of `refused` (ENOMEM when the page could not be kept)
     std::string content_range, etag, last_modified, retry_after, content_length, link, content_encoding;
     std::string ratelimit, ratelimit_policy, location;
+    // The older RateLimit draft's fields, as Docker Hub sends them ("100;w=21600").
+    std::string ratelimit_limit, ratelimit_remaining;
     std::string error_code, error_message;  // X-Error-Code / X-Error-Message (the Hub's), bounded
     std::string bucket_region;              // x-amz-bucket-region (S3), bounded
     /// The signer explains failed answers (RequestSigner::explain): the start of a non-2xx
@@ -132,7 +134,8 @@ struct HttpClient::Attempt {
         if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100): forget the last
             for (std::string* h : {&a->content_range, &a->etag, &a->last_modified, &a->retry_after,
                                    &a->content_length, &a->link, &a->content_encoding, &a->ratelimit,
-                                   &a->ratelimit_policy, &a->location, &a->error_code, &a->error_message,
+                                   &a->ratelimit_policy, &a->ratelimit_limit, &a->ratelimit_remaining,
+                                   &a->location, &a->error_code, &a->error_message,
                                    &a->bucket_region, &a->error_body}) {
                 h->clear();
             }
@@ -153,6 +156,8 @@ struct HttpClient::Attempt {
         else if (name == "content-encoding") a->content_encoding = value;
         else if (name == "ratelimit") a->ratelimit = value;
         else if (name == "ratelimit-policy") a->ratelimit_policy = value;
+        else if (name == "ratelimit-limit") a->ratelimit_limit = value.substr(0, 128);
+        else if (name == "ratelimit-remaining") a->ratelimit_remaining = value.substr(0, 128);
         else if (name == "location") a->location = value.substr(0, 8192);
         else if (name == "x-amz-bucket-region") a->bucket_region = value.substr(0, 64);
         return size * n;
@@ -432,6 +437,9 @@ ObjectInfo HttpClient::once(void* handle, const std::string& url, const Ask& ask
         // Retry-After on a 503 too (RFC 9110 10.2.3): perform() waits at least that long.
         *hint = parse_rate_limit(status == 429 ? a.ratelimit : "", a.retry_after, std::time(nullptr));
         if (status == 429) hint->policy = a.ratelimit_policy.substr(0, 256);
+        if (status == 429 && hint->policy.empty() && !a.ratelimit_limit.empty())
+            hint->policy = "limit " + a.ratelimit_limit +
+                           (a.ratelimit_remaining.empty() ? "" : ", remaining " + a.ratelimit_remaining);
     }
     if (a.keep_error_body && (status < 200 || status >= 300)) {
         FailedAnswer failed{sent, head_only ? "HEAD" : "GET", status, a.error_body, a.bucket_region, a.retry_after};
@@ -592,6 +600,7 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                                       : limited_delay;
                 if (now + wait > patience_end) {
                     throw HttpError(std::string(e.what()) + (hint.bucket.empty() ? "" : " (bucket \"" + hint.bucket + "\")") +
+                                        (hint.policy.empty() ? "" : " (policy " + hint.policy + ")") +
                                         ": still limited after waiting " +
                                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
                                         " s (the wait is bounded at " + std::to_string(options_.rate_limit_patience.count()) +

@@ -55,7 +55,10 @@ std::chrono::milliseconds request_deadline(const HttpOptions& options, uint64_t 
 struct RateLimitHint {
     long wait_seconds = -1;  ///< -1: neither header says
     std::string bucket;      ///< the RateLimit policy name ("api"), "" when absent
-    std::string policy;      ///< RateLimit-Policy as sent (set by the client, not parsed), for the log
+    /// RateLimit-Policy as sent, else "limit L, remaining R" of the older draft's RateLimit-Limit
+    /// and RateLimit-Remaining (Docker Hub's "100;w=21600"); set by the client, not parsed, for
+    /// the log and the message of a call that waited too long.
+    std::string policy;
 };
 /// Parses the two headers as sent ("" when absent) at time `now` (for an HTTP-date). Fields are
 /// read up to 1 KiB; anything unparsable is ignored. Never throws but std::bad_alloc.

@@ -1,6 +1,8 @@
 #include "remote/oci/listing.hpp"
 
 #include <cerrno>
+#include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -21,22 +23,56 @@ struct Fetched {
     std::string bytes, content_type;
 };
 
-/// One manifest GET (or the cache's copy with --offline); a copy is saved for --offline.
-Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Reference& ref, const std::string& url) {
-    BlockCache& cache = context->cache();
-    const std::string record = kManifestRecord + url;
+std::string digest_of(const std::string& bytes) { return "sha256:" + cache_files::sha256_hex(bytes); }
+
+/// The cache's copy of the manifest at `url`, if any.
+std::optional<Fetched> cached_manifest(BlockCache& cache, const std::string& url) {
+    std::optional<std::string> stored = cache.load_listing(kManifestRecord + url);
+    nlohmann::json j = stored ? nlohmann::json::parse(*stored, nullptr, false) : nlohmann::json();
+    if (!j.is_object() || !j.contains("bytes") || !j["bytes"].is_string()) return std::nullopt;
     Fetched f;
+    f.bytes = j["bytes"].get<std::string>();
+    f.content_type = j.value("content_type", std::string());
+    return f;
+}
+
+/// The manifest at `url` (a tag's, or with `digest` the one of that digest), asked as the
+/// registries' rate limits want it (Docker Hub counts manifest GETs, not HEADs: "Docker Hub
+/// usage and limits"): a digest's manifest kept in the cache is used without a request (its
+/// bytes are checked against the digest); a tag's kept manifest is revalidated with one HEAD,
+/// whose ETag (the registry's manifest digest, distribution's manifest handler) says whether the
+/// tag still names it; otherwise one GET, whose bytes are kept for --offline and the next mount.
+/// With --offline only the cache's copy is used (Io with ENOENT when absent).
+Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Reference& ref, const std::string& url,
+                       const std::string& digest = "") {
+    BlockCache& cache = context->cache();
+    std::optional<Fetched> kept = cached_manifest(cache, url);
     if (context->options().offline) {
-        std::optional<std::string> stored = cache.load_listing(record);
-        nlohmann::json j = stored ? nlohmann::json::parse(*stored, nullptr, false) : nlohmann::json();
-        if (!j.is_object())
+        if (!kept)
             throw gguf::Error(gguf::Code::Io, ref.shown() + ": manifest not in the cache (--offline): mount or "
                                                             "prefetch it once online with this --cache-dir",
                               ENOENT);
-        f.bytes = j.value("bytes", std::string());
-        f.content_type = j.value("content_type", std::string());
-        return f;
+        return *kept;
     }
+    if (kept && !digest.empty() && digest_of(kept->bytes) == digest) return *kept;
+    if (kept && digest.empty()) {
+        try {
+            std::string validator = context->client().head(url).validator;
+            if (validator.rfind("W/", 0) == 0) validator.erase(0, 2);
+            if (validator.size() >= 2 && validator.front() == '"' && validator.back() == '"')
+                validator = validator.substr(1, validator.size() - 2);
+            const std::string had = digest_of(kept->bytes);
+            if (validator == had) {
+                spdlog::debug("{}: the tag still names {} (HEAD); the cached manifest is used", ref.shown(), had);
+                return *kept;
+            }
+            spdlog::info("{}: the tag now names {}, not {} (HEAD); getting its manifest", ref.shown(),
+                         validator.substr(0, 80), had);
+        } catch (const HttpError& e) {
+            spdlog::debug("{}: HEAD of the tag failed ({}); getting its manifest", ref.shown(), e.what());
+        }
+    }
+    Fetched f;
     std::string final_url;
     try {
         f.bytes = context->client().get_page(url, &f.content_type, &final_url);
@@ -47,11 +83,9 @@ Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Refe
                           e.sys_errno());
     }
     nlohmann::json j = {{"bytes", f.bytes}, {"content_type", f.content_type}};
-    cache.save_listing(record, j.dump());
+    cache.save_listing(kManifestRecord + url, j.dump());
     return f;
 }
-
-std::string digest_of(const std::string& bytes) { return "sha256:" + cache_files::sha256_hex(bytes); }
 
 }  // namespace
 
@@ -105,7 +139,7 @@ std::vector<gguf::DirectoryListing::Item> TreeListing::list(const std::string& p
 
 PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const Reference& ref) {
     PinnedManifest p;
-    Fetched f = fetch_manifest(context, ref, ref.manifest_url());
+    Fetched f = fetch_manifest(context, ref, ref.manifest_url(), ref.digest);
     const std::string got = digest_of(f.bytes);
     if (!ref.digest.empty() && got != ref.digest) {
         throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": the manifest's bytes hash to " + got +
@@ -115,22 +149,20 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
     p.digest = got;
     if (m.index) {
         p.index_digest = got;
+        // Each child manifest is asked once (by digest), however often it is looked at.
+        std::map<std::string, std::string> children;
+        auto child = [&](const Descriptor& d) -> const std::string& {
+            auto it = children.find(d.digest);
+            if (it != children.end()) return it->second;
+            Fetched c = fetch_manifest(context, ref, ref.manifest_url(d.digest), d.digest);
+            if (digest_of(c.bytes) != d.digest)
+                throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": manifest " + d.digest +
+                                                            " of the index: its bytes hash to " + digest_of(c.bytes));
+            return children.emplace(d.digest, std::move(c.bytes)).first->second;
+        };
         Descriptor chosen = select_model_manifest(
-            m,
-            [&](const Descriptor& d) {
-                Fetched child = fetch_manifest(context, ref, ref.manifest_url(d.digest));
-                if (digest_of(child.bytes) != d.digest)
-                    throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": manifest " + d.digest +
-                                                                " of the index: its bytes hash to " +
-                                                                digest_of(child.bytes));
-                return child.bytes;
-            },
-            ref.shown());
-        Fetched child = fetch_manifest(context, ref, ref.manifest_url(chosen.digest));
-        if (digest_of(child.bytes) != chosen.digest)
-            throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": manifest " + chosen.digest +
-                                                        " of the index: its bytes hash to " + digest_of(child.bytes));
-        m = parse_manifest(child.bytes, chosen.media_type, ref.shown() + " (" + chosen.digest + ")");
+            m, [&](const Descriptor& d) { return child(d); }, ref.shown());
+        m = parse_manifest(child(chosen), chosen.media_type, ref.shown() + " (" + chosen.digest + ")");
         if (m.index) throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": an index inside an index is not read");
         p.digest = chosen.digest;
     }

@@ -35,7 +35,8 @@ std::string describe_registry_error(const Reference& ref, long status, const std
         advice = credential_source.empty() ? "the registry wants credentials (docker login / podman login)"
                                            : credential_source;
     else if (code == "DENIED") advice = "the credentials are not allowed to pull this repository";
-    else if (code == "TOOMANYREQUESTS") advice = "the registry's pull rate limit was reached; try again later";
+    else if (code == "TOOMANYREQUESTS")
+        advice = "the registry's pull rate limit was reached (credentials may have a higher one)";
     return ref.shown() + ": " + code + (message.empty() ? "" : ": " + message) + " (HTTP " + std::to_string(status) +
            ")" + (advice.empty() ? "" : "; " + advice);
 }
@@ -63,13 +64,16 @@ bool RegistrySigner::refresh() const noexcept { return auth_ && auth_->renew(); 
 std::optional<HttpError> RegistrySigner::explain(const FailedAnswer& a) const {
     const bool json_error = a.body.find("\"errors\"") != std::string::npos;
     if (!json_error && a.status != 401 && a.status != 403 && a.status != 404 && a.status != 429) return std::nullopt;
-    if (a.status == 429 || a.status >= 500) return std::nullopt;  // the client waits and retries, then names it
+    if (a.status >= 500) return std::nullopt;  // the client retries, then names it
     const std::string line = describe_registry_error(ref_, a.status, a.body, auth_ ? auth_->credential_source() : "");
+    // A 429 is waited out by the client (Retry-After, RateLimit), which then names the limit:
+    // retryable, with its status kept.
+    const bool limited = a.status == 429;
     const int err = a.status == 401 || a.status == 403 ? EACCES : a.status == 404 || a.status == 410 ? ENOENT : EIO;
     // A manifest answer is named by the reference, a blob's by its URL.
     const bool manifest = a.url.find("/manifests/") != std::string::npos;
     return HttpError(manifest ? line : url_for_message(a.url) + ": " + line.substr(ref_.shown().size() + 2), err,
-                     a.status, false);
+                     a.status, limited);
 }
 
 }  // namespace gguf_mount::remote::oci

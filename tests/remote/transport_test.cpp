@@ -202,8 +202,8 @@ TEST_F(Transport, AWindowOf429sWithOnlyRateLimitIsWaitedOutAndLoggedOnce) {
     HttpClient impatient(o);
     server_->set_rules(nlohmann::json::array({{{"fault", "rate_limit"}, {"seconds", 60}, {"t", 3}}}));
     const std::string e = http_error_of([&] { impatient.get_range(url_, 5, buf.size(), buf.data(), &got); });
-    EXPECT_EQ(e, url_ + ": rate limited by the server (HTTP 429) (bucket \"api\"): still limited after waiting 0 s "
-                        "(the wait is bounded at 2 s per request)");
+    EXPECT_EQ(e, url_ + ": rate limited by the server (HTTP 429) (bucket \"api\") (policy \"fiveminutes\";q=500;w=300): "
+                        "still limited after waiting 0 s (the wait is bounded at 2 s per request)");
 }
 
 // A7: an https source does not follow a redirect to plain http; https to https works.
