@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include <spdlog/spdlog.h>
 
@@ -11,6 +13,55 @@
 #include "common/text.hpp"
 
 namespace gguf_mount::remote {
+namespace {
+
+/// The value of query parameter `name` of `url` (exact case, not decoded), "" when absent.
+std::string signed_url_param(const std::string& url, const std::string& name) {
+    const size_t q = url.find('?');
+    if (q == std::string::npos) return "";
+    size_t i = q + 1;
+    while (i < url.size()) {
+        size_t end = url.find_first_of("&#", i);
+        if (end == std::string::npos) end = url.size();
+        const std::string pair = url.substr(i, end - i);
+        if (pair.size() > name.size() && pair.compare(0, name.size(), name) == 0 && pair[name.size()] == '=')
+            return pair.substr(name.size() + 1);
+        if (end >= url.size() || url[end] == '#') break;
+        i = end + 1;
+    }
+    return "";
+}
+
+/// When a signed URL stops being good, in seconds since the epoch; 0 when it does not say.
+/// CloudFront signed URLs ("Expires=EPOCH", the Hub's and Docker Hub's CDNs), AWS SigV4
+/// presigned URLs ("X-Amz-Date=YYYYMMDDTHHMMSSZ" + "X-Amz-Expires=SECONDS") and Google Cloud
+/// Storage V4 ones ("X-Goog-Date" + "X-Goog-Expires").
+time_t signed_url_expiry(const std::string& url) {
+    auto number = [](const std::string& v) -> long long {
+        if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) return -1;
+        return std::stoll(v);
+    };
+    if (const long long e = number(signed_url_param(url, "Expires")); e > 0) return static_cast<time_t>(e);
+    for (const char* vendor : {"Amz", "Goog"}) {
+        const std::string date = signed_url_param(url, std::string("X-") + vendor + "-Date");
+        const long long life = number(signed_url_param(url, std::string("X-") + vendor + "-Expires"));
+        std::tm tm{};
+        if (life < 0 || date.size() != 16 || date[8] != 'T' || date[15] != 'Z' ||
+            std::sscanf(date.c_str(), "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                        &tm.tm_min, &tm.tm_sec) != 6)
+            continue;
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        return timegm(&tm) + static_cast<time_t>(life);
+    }
+    return 0;
+}
+
+/// A redirect target is not asked this close to its expiry: a block's request may take a
+/// while, and clocks differ.
+constexpr time_t kSignedUrlMargin = 2;
+
+}  // namespace
 
 SourceBlocks::SourceBlocks(Client& client, BlockStore& store, Prefetcher& prefetcher, BlockReading reading,
                            std::string url, std::string name, std::string key, ObjectInfo info, bool size_only)
@@ -50,6 +101,13 @@ ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_
     std::string location;
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        // A signed redirect target is never used past its life (nor asked to refuse it): the
+        // given URL resolves a fresh one.
+        if (location_expires_ != 0 && std::time(nullptr) + kSignedUrlMargin >= location_expires_) {
+            spdlog::debug("{}: its last redirect target expires now; resolving it again", gguf::quote_name(name_));
+            location_.clear();
+            location_expires_ = 0;
+        }
         location = location_;
     }
     // One bound for both tries (Client::request_deadline).
@@ -67,6 +125,7 @@ ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_
     ObjectInfo info = client_.get_range(url_, offset, len, dst, got, &answered, deadline);
     std::lock_guard<std::mutex> lock(mutex_);
     location_ = answered;
+    location_expires_ = answered == url_ ? 0 : signed_url_expiry(answered);
     return info;
 }
 

@@ -39,8 +39,10 @@ struct BlockReading {
 /// with `size_only`): an answer of another version is asked once more, then that read fails
 /// with EIO; no byte of another version is ever served.
 /// Redirects: the URL that answered a ranged GET (after redirects, e.g. a signed CDN URL) is
-/// used for the next blocks until a request to it fails; then the given URL is asked again
-/// (resolving anew) once for that block.
+/// used for the next blocks until a request to it fails (a CDN's 403/410/400 for an expired
+/// signed URL) or, for a signed URL that says when it expires (CloudFront "Expires", AWS and GCS
+/// "X-*-Date" + "X-*-Expires"), until 2 s before then; then the given URL is asked again
+/// (resolving anew) for that block.
 /// Holds references to the context's parts, not the context: it is shared by its RemoteSource
 /// (which holds the context, so the parts outlive it there) and, weakly, by read-ahead jobs,
 /// which run on the prefetcher's workers (joined before the parts are destroyed). Thread-safe.
@@ -106,6 +108,7 @@ private:
     mutable std::mutex mutex_;
     mutable std::condition_variable cv_;
     mutable std::string location_;  // URL after redirects of the last good answer ("" = url_); under mutex_
+    mutable time_t location_expires_ = 0;  // when location_ expires (signed URLs), 0 = it does not say; under mutex_
     mutable std::map<uint64_t, uint64_t> fetching_;  // blocks being downloaded -> serial of that fetch
     mutable uint64_t fetch_serial_ = 0;              // under mutex_
     /// Blocks whose last fetch failed -> {its serial, -errno}: what the readers that waited for

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """HTTP/1.1 test server with injectable faults (stdlib only), for gguf-mount's remote tests.
 
-Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG [PORT]
+Usage: fault_server.py ROOT RULES_FILE PORT_FILE ACCESS_LOG [PORT [HOST]]
 
-Serves the files under ROOT on 127.0.0.1 (on PORT, or when it is absent or 0 on a port the kernel
+Serves the files under ROOT on HOST (default 127.0.0.1; any 127.0.0.0/8 address) (on PORT, or when it is absent or 0 on a port the kernel
 chooses; written to PORT_FILE once listening) with keep-alive, HEAD, ETag and single-range Range requests (RFC 9110 14.1.2:
 "bytes=a-b", "bytes=a-", "bytes=-n"; an unsatisfiable range gets 416 with "Content-Range: bytes
 */SIZE"; several ranges are answered with the whole body, as a server may).
@@ -22,7 +22,9 @@ without ETag and Last-Modified, as some servers do), drip (bytes_per_second: the
 is sent that slowly), gzip (the answer carries "Content-Encoding: gzip" and a gzip stream cut
 or padded to the asked length), rate_limit (seconds, t, bucket: every matching request within
 `seconds` of the first one it answers gets 429 with only "RateLimit: "BUCKET";r=0;t=T" and
-"RateLimit-Policy", no Retry-After, as the Hub sends). Counters restart whenever the file's
+"RateLimit-Policy", no Retry-After, as the Hub sends), expires (status, default 403: a request
+whose query has Expires=T (CloudFront's signed URLs), T in seconds since the epoch, after T, as a signed CDN URL past its
+life is answered; others are served). Counters restart whenever the file's
 content changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
@@ -44,6 +46,9 @@ import urllib.parse
 
 ROOT, RULES_FILE, PORT_FILE, ACCESS_LOG = sys.argv[1:5]
 PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+HOST = sys.argv[6] if len(sys.argv) > 6 else "127.0.0.1"
+if not HOST.startswith("127."):
+    sys.exit("fault_server.py: HOST must be a loopback address (127.0.0.0/8)")
 
 _lock = threading.Lock()
 _rules_text = None
@@ -176,6 +181,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                    ("RateLimit-Policy", '"fiveminutes";q=500;w=300')], b"rate limited\n")
                 return
             kind = None
+        if kind == "expires":
+            expires = urllib.parse.parse_qs(split.query).get("Expires", [""])[0]
+            if expires.isdigit() and int(expires) < time.time():
+                self._simple(int(rule.get("status", 403)), body=b"Request has expired\n")
+                return
+            kind = None
         if kind == "stall" and "after_bytes" not in rule:
             time.sleep(float(rule.get("seconds", 1)))
         if kind == "status":
@@ -272,7 +283,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", PORT), Handler)
+    server = Server((HOST, PORT), Handler)
     tmp = PORT_FILE + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(str(server.server_address[1]))

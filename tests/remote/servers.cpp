@@ -216,14 +216,14 @@ std::string find_program(const std::string& name) {
     return "";
 }
 
-bool wait_port(uint16_t port, std::chrono::milliseconds timeout) {
+bool wait_port(uint16_t port, std::chrono::milliseconds timeout, const std::string& host) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     do {
         int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
         addr.sin_port = htons(port);
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
         ::close(fd);
         if (ok) return true;
@@ -396,7 +396,7 @@ std::string fault_server_script() {
     return fs::weakly_canonical(fs::path(GGUF_TEST_FIXTURES) / ".." / "remote" / "fault_server.py").string();
 }
 
-FaultServer::FaultServer(std::string root) : root_(std::move(root)) {}
+FaultServer::FaultServer(std::string root, std::string host) : root_(std::move(root)), host_(std::move(host)) {}
 
 FaultServer::~FaultServer() { stop(); }
 
@@ -419,7 +419,7 @@ bool FaultServer::start(std::string* error) {
     if (generation_ == 0) set_rules(nlohmann::json::array());
     // A restart asks for the port it had (clients keep their URLs); the first start takes any.
     if (!process_.start({python, fault_server_script(), root_, dir_ / "rules.json", port_file, dir_ / "access.log",
-                         std::to_string(port_)},
+                         std::to_string(port_), host_},
                         dir_ / "output.log", error))
         return false;
     auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -427,7 +427,7 @@ bool FaultServer::start(std::string* error) {
         std::string text = slurp(port_file);
         if (!text.empty()) {
             port_ = static_cast<uint16_t>(std::stoul(text));
-            if (wait_port(port_, 2s)) return true;
+            if (wait_port(port_, 2s, host_)) return true;
         }
         std::this_thread::sleep_for(20ms);
     }
@@ -444,7 +444,7 @@ void FaultServer::set_rules(const nlohmann::json& rules) {
     fs::rename(tmp, dir_ / "rules.json");
 }
 
-std::string FaultServer::base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+std::string FaultServer::base_url() const { return "http://" + host_ + ":" + std::to_string(port_); }
 
 std::vector<AccessEntry> FaultServer::access_log() const {
     auto entries = parse_access_log(slurp(dir_ / "access.log"));

@@ -79,8 +79,9 @@ private:
 /// /usr/sbin and /usr/bin; "" when none.
 std::string find_program(const std::string& name);
 
-/// Waits until a TCP connection to 127.0.0.1:`port` succeeds. False after `timeout`.
-bool wait_port(uint16_t port, std::chrono::milliseconds timeout);
+/// Waits until a TCP connection to `host`:`port` (an IPv4 loopback address) succeeds. False
+/// after `timeout`.
+bool wait_port(uint16_t port, std::chrono::milliseconds timeout, const std::string& host = "127.0.0.1");
 
 /// A free TCP port on 127.0.0.1 at the time of the call (bind to port 0, read it, close).
 uint16_t free_port();
@@ -183,12 +184,18 @@ private:
 ///   {"fault": "rate_limit", "seconds": 4, "t": 3}        429 with only "RateLimit: "api";r=0;t=3"
 ///                                                        (+ RateLimit-Policy) for 4 s from the
 ///                                                        first request it answers
+///   {"fault": "expires", "status": 403}                 a request whose query has Expires=T with
+///                                                        T (seconds since the epoch) past gets
+///                                                        that status (403 by default), as a
+///                                                        signed CDN URL past its life does
 /// Any rule may also have "method": "HEAD" (that method only) and "range_from": N (ranged
 /// requests whose first byte is at N or later only).
 /// Requests are logged as JSON lines (AccessEntry fields), read with access_log().
 class FaultServer {
 public:
-    explicit FaultServer(std::string root);
+    /// Serves `root` on `host` (an address of 127.0.0.0/8: "127.0.0.2" is another host to a
+    /// client, as a CDN is).
+    explicit FaultServer(std::string root, std::string host = "127.0.0.1");
     ~FaultServer();
     FaultServer(const FaultServer&) = delete;
     FaultServer& operator=(const FaultServer&) = delete;
@@ -217,6 +224,7 @@ public:
 
 private:
     std::string root_;
+    std::string host_;
     gguf_test::TempDir dir_;
     ChildProcess process_;
     uint16_t port_ = 0;
