@@ -559,6 +559,8 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
     auto delay = options_.backoff;
     bool token_reread = false;
     auto limited_delay = std::chrono::milliseconds(1000);  // a 429 that does not say how long
+    auto whole_delay = options_.backoff;                    // retry_whole_answers
+    unsigned whole_answers = 0;
     for (unsigned attempt = 1;;) {
         wait_for_origin(url, patience_end);
         void* h = acquire();
@@ -606,6 +608,26 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                 const auto resumed = Clock::now();
                 deadline = std::max(deadline, resumed + remote::request_deadline(options_, bytes));
                 retry_until = resumed + options_.net_timeout;
+                continue;
+            }
+            if (options_.retry_whole_answers && e.status() == 200 && !ask.page && !ask.head_only &&
+                std::strstr(e.what(), kRangeIgnored) != nullptr) {
+                // A pull-through cache filling its copy: asked again until it serves ranges.
+                if (now + whole_delay > deadline) {
+                    throw HttpError(std::string(e.what()) + " (asked " + std::to_string(whole_answers + 1) +
+                                        " times over " +
+                                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+                                        " s: a registry mirror still fetching the blob, or one without Range)",
+                                    e.sys_errno(), e.status(), false);
+                }
+                if (!whole_answer_noted_.exchange(true)) {
+                    spdlog::warn("{}: the registry answered a Range request with the whole blob (a pull-through "
+                                 "cache fetching it from upstream?); asking again until it serves ranges",
+                                 url_for_message(url));
+                }
+                std::this_thread::sleep_for(whole_delay);
+                whole_delay = std::min(whole_delay * 2, std::chrono::milliseconds(4000));
+                ++whole_answers;
                 continue;
             }
             if (!e.retryable() || attempt >= options_.attempts || now + delay > std::min(retry_until, deadline)) {

@@ -2,6 +2,7 @@
 // check, 200 whole-body answers refused, stalls, redirects, extra CA).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -36,6 +37,13 @@ struct HttpOptions {
     std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
     unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
     std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
+    /// A 200 with the whole object to a ranged GET (Range ignored) is asked again, not failed at
+    /// once: after `backoff`, doubling up to 4 s, not counted as attempts, while the call's
+    /// deadline allows. A registry's pull-through cache answers so while it fetches the blob
+    /// from upstream, and with ranges once it holds it (the distribution registry's proxy
+    /// mode: registry/proxy/proxyblobstore.go, ServeBlob).
+    /// Set for registry sources (oci://, ollama://). Each such answer is cut at its first bytes.
+    bool retry_whole_answers = false;
     /// Signs every request the client sends to the URLs it covers (RequestSigner): the Hub's
     /// bearer token (BearerSigner, remote/token.hpp), AWS Signature V4. Redirect follow-ups are
     /// signed only while they stay on the origin of the URL asked for. Null: nothing is signed.
@@ -128,6 +136,7 @@ private:
     std::mutex mutex_;
     std::vector<void*> idle_;  // CURL* handles not in use
     std::map<std::string, Clock::time_point> limited_until_;  // under mutex_: origin -> end of its 429s
+    std::atomic<bool> whole_answer_noted_{false};  // retry_whole_answers: said once
 };
 
 }  // namespace gguf_mount::remote
