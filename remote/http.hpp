@@ -39,9 +39,10 @@ struct HttpOptions {
     unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
     std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
     /// A 200 with the whole object to a ranged GET (Range ignored) is asked again, not failed at
-    /// once: after 1 s, doubling up to 8 s, not counted as attempts, while the call's deadline
+    /// once: after 4 s, then every 8 s, not counted as attempts, while the call's deadline
     /// allows; meanwhile the client's other requests for that URL wait, and one of them asks at
-    /// a time. A registry's pull-through cache answers so while it fetches the blob from
+    /// a time (each answer cut short costs the mirror's upstream what was on its way, MBs: few
+    /// asks matter more than a quick one). A registry's pull-through cache answers so while it fetches the blob from
     /// upstream, and with ranges once it holds it (the distribution registry's proxy mode:
     /// registry/proxy/proxyblobstore.go, ServeBlob), each such answer costing the upstream what
     /// was on its way when it was cut. Set for registry sources (oci://, ollama://).
@@ -142,7 +143,7 @@ private:
     /// retry_whole_answers: a URL last answered with the whole object (a mirror filling it).
     struct Filling {
         Clock::time_point next;                  // nobody asks before this
-        std::chrono::milliseconds delay{1000};   // the wait after the next whole answer
+        std::chrono::milliseconds delay{4000};   // the wait after the next whole answer
         bool asking = false;                     // one request of this client is on its way
     };
     /// Returns at once unless `url` is filling; then waits until this thread may ask (no other
