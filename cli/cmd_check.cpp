@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@
 #include "gguf/model/shard_view.hpp"
 #include "gguf/error.hpp"
 #include "common/text.hpp"
+#ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/digest.hpp"
+#endif
 
 
 namespace gguf_mount::cli {
@@ -47,7 +51,8 @@ const char* const kCheckHelpTail =
     "hf://ORG/REPO[@REVISION][/PATH] or s3://BUCKET/PREFIX/ or s3://BUCKET/KEY (a first shard)\n"
     "or oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] or ollama://[REGISTRY/][NS/]MODEL[:TAG]:\n"
     "only headers are read, through the block cache\n"
-    "($XDG_CACHE_HOME/gguf-mount).\n"
+    "($XDG_CACHE_HOME/gguf-mount). A local OCI image layout or Ollama store: every blob of a\n"
+    "served model is read and checked against its sha256 digest (a mismatch is a problem).\n"
     "Names are escaped (see README, 'Names in output'). --json always prints one document, also\n"
     "when SOURCE cannot be read (ok false, the reason under problems).\n"
     "Exit status: 0 when there is no problem, 1 when there is at least one, 2 usage error\n"
@@ -60,6 +65,25 @@ std::string relative(const std::string& source, const std::string& path) {
     }
     return path;
 }
+
+#ifdef GGUF_MOUNT_WITH_REMOTE
+/// A local OCI layout or Ollama store: every blob a served file reads is read whole and checked
+/// against its digest (remote::DigestChecked); a mismatch is a problem of that file, one line
+/// with both digests.
+void verify_blobs(gguf::Catalog* catalog) {
+    std::set<const gguf::ByteSource*> seen;
+    for (const gguf::CatalogEntry& e : catalog->entries) {
+        for (const gguf::FilePart& p : e.parts()) {
+            auto* blob = dynamic_cast<const remote::DigestChecked*>(p.source.get());
+            if (!blob || blob->sha256().empty() || !seen.insert(p.source.get()).second) continue;
+            auto* armed = const_cast<remote::DigestChecked*>(blob);
+            armed->verify_sha256(blob->sha256());
+            const std::string error = blob->finish_sha256();
+            if (!error.empty()) catalog->problems.push_back(gguf::Problem{e.path, error});
+        }
+    }
+}
+#endif
 
 std::string octal(mode_t mode) {
     char buf[8];
@@ -248,6 +272,7 @@ int run_check(int argc, char** argv) {
     gguf::CatalogOptions copt;
     bool json = false;
     SourceOptions sopt;
+    sopt.verify_blobs = true;  // a local layout's or store's blobs: each read whole and checked
     if (completion_words_requested()) return print_completion_words(options, {"source", "extra"});
     try {
         auto r = options.parse(argc, argv);
@@ -330,6 +355,9 @@ int run_check(int argc, char** argv) {
         if (copt.split_view && (resolved.remote() && !resolved.directory())) {
             gguf::apply_shard_view(catalog, *copt.split_view, false);
         }
+#ifdef GGUF_MOUNT_WITH_REMOTE
+        if (resolved.oci_local()) verify_blobs(&catalog);
+#endif
     } catch (const std::exception& e) {
         // SOURCE missing, not a directory or file, out of memory...: still one document for a
         // program, and the one-line error for a person.

@@ -38,6 +38,7 @@
 #ifdef GGUF_MOUNT_WITH_REMOTE
 #include "remote/catalog.hpp"
 #include "remote/client.hpp"
+#include "remote/digest.hpp"
 #include "remote/url_parts.hpp"
 #endif
 
@@ -80,6 +81,9 @@ const char* const kMergeHelpTail =
     "blocks are not added to it). Interrupted (Ctrl-C, kill -9, network failure), the partial\n"
     "output is kept as .GGUF_OUT.tmp-XXXXXX with a .GGUF_OUT.merge-state file; running the same\n"
     "command again continues it, or starts from zero when a shard changed on the server.\n"
+    "FIRST_SHARD may also be DIR/PATH.gguf of a local OCI image layout or Ollama store DIR (PATH\n"
+    "as a mount of DIR shows the model; DIR alone when it holds one): its blobs are read in place,\n"
+    "each checked against its digest.\n"
     "--delete-splits is refused for URLs. An hf:// set's shards are checked against the sha256\n"
     "the Hub lists (lfs.oid) as their bytes pass: on a mismatch nothing is written, exit status\n"
     "1 (a continued merge cannot check them; plain http(s) servers give no digest).\n"
@@ -248,6 +252,27 @@ gguf::VirtualFile oci_model_file(ResolvedSource& source, const gguf::KvOverrides
     gguf::CatalogOptions copt;
     copt.overrides = overrides;
     gguf::Catalog catalog = source.catalog(copt);
+    if (source.oci_model.empty()) {
+        // A layout or store given as DIR: its one model, else the names to choose from.
+        std::vector<std::string> models;
+        for (const gguf::CatalogEntry& e : catalog.entries) {
+            const bool gguf_name = e.path.size() > 5 && e.path.compare(e.path.size() - 5, 5, ".gguf") == 0;
+            if (gguf_name && (e.kind == gguf::EntryKind::MergedSet || e.kind == gguf::EntryKind::Companion))
+                models.push_back(e.path);
+        }
+        if (models.size() != 1) {
+            std::string names;
+            for (size_t i = 0; i < models.size() && i < 5; ++i) names += (i ? ", " : "") + gguf::escape(models[i]);
+            if (models.size() > 5) names += ", ...";
+            throw gguf::Error(gguf::Code::BadArgument,
+                              source.shown + ": " +
+                                  (models.empty() ? std::string("serves no model ('gguf-mount check " + source.shown +
+                                                                "' says why)")
+                                                  : "holds " + std::to_string(models.size()) + " models (" + names +
+                                                        "): give one as " + source.shown + "/NAME.gguf"));
+        }
+        source.oci_model = models.front();
+    }
     for (const gguf::CatalogEntry& e : catalog.entries) {
         if (e.path != source.oci_model) continue;
         gguf::VirtualFile vf = gguf::VirtualFile::open(e.layout, e.parts());
@@ -277,11 +302,15 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     const std::string& url = source.url;
     const std::map<std::string, std::string>& sha256s = source.sha256s;
     if (delete_splits) {
-        throw gguf::Error(gguf::Code::BadArgument, source.shown +
-                                                       ": --delete-splits is refused for a URL (nothing on this "
-                                                       "machine to delete)");
+        throw gguf::Error(gguf::Code::BadArgument,
+                          source.shown + (source.oci_local()
+                                              ? ": --delete-splits is refused for an OCI layout or Ollama store (its "
+                                                "blobs belong to it: remove the model with the tool that pulled it)"
+                                              : ": --delete-splits is refused for a URL (nothing on this machine to "
+                                                "delete)"));
     }
-    if (source.directory() && source.kind != SourceKind::OciModel) {
+    const bool oci = source.kind == SourceKind::OciModel || source.oci_local();
+    if (source.directory() && !oci) {
         throw gguf::Error(gguf::Code::BadArgument,
                           source.shown + ": a directory URL; merge takes the URL of a set's first shard "
                                                          "(NAME-00001-of-NNNNN.gguf): 'gguf-mount check URL' lists "
@@ -292,7 +321,6 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     source.options.remote.cache_source = source.shown;  // a trim leaves the blocks it reads alone
     source.connect();
     uint64_t tensor_count = 0;
-    const bool oci = source.kind == SourceKind::OciModel;
     if (!quiet && !oci) {
         // Planning reads each shard's first block before the first output byte: seconds on a
         // slow link with nothing else shown.
@@ -340,14 +368,12 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     }
     // Shards whose sha256 the Hub lists are checked whole as their bytes pass (a continued merge
     // does not read the bytes written before: it cannot check them).
-    std::vector<const remote::RemoteSource*> checked;
+    std::vector<const remote::DigestChecked*> checked;
     for (const auto& s : vf.sources()) {
-        auto r = std::dynamic_pointer_cast<const remote::RemoteSource>(s);
-        auto it = r ? sha256s.find(r->display_name()) : sha256s.end();
-        // A registry blob carries its own digest (RemoteSource::sha256, from the manifest).
-        const std::string expected = it != sha256s.end()                             ? it->second
-                                     : r && source.kind == SourceKind::OciModel ? r->sha256()
-                                                                                  : std::string();
+        auto r = dynamic_cast<const remote::DigestChecked*>(s.get());
+        auto it = r ? sha256s.find(s->display_name()) : sha256s.end();
+        // A registry or layout blob carries its own digest (sha256(), from the manifest).
+        const std::string expected = it != sha256s.end() ? it->second : r && oci ? r->sha256() : std::string();
         if (expected.empty()) continue;
         if (resume_from > 0) {
             if (!quiet) {
@@ -356,12 +382,12 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
             checked.clear();
             break;
         }
-        const_cast<remote::RemoteSource&>(*r).verify_sha256(expected);
-        checked.push_back(r.get());
+        const_cast<remote::DigestChecked*>(r)->verify_sha256(expected);
+        checked.push_back(r);
     }
     // The first shard whose bytes are wrong: its line, else "".
     auto sha256_mismatch = [&checked](bool finish) {
-        for (const remote::RemoteSource* r : checked) {
+        for (const remote::DigestChecked* r : checked) {
             std::string e = finish ? r->finish_sha256() : r->sha256_error();
             if (!e.empty()) return e;
         }
@@ -529,7 +555,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
     ResolvedSource source = resolve_source(first, options);
     check_input_before_output(source, first, output);
 #ifdef GGUF_MOUNT_WITH_REMOTE
-    if (source.remote()) return merge_url(source, output, delete_splits, quiet, given, interrupted);
+    if (source.remote() || source.oci_local()) return merge_url(source, output, delete_splits, quiet, given, interrupted);
 #else
     (void)interrupted;
 #endif
@@ -616,6 +642,7 @@ int run_merge(int argc, char** argv) {
     bool use_sidecar = true;
     bool quiet = false;
     SourceOptions sopt;
+    sopt.verify_blobs = true;  // a local layout's or store's blobs: every byte checked
     sopt.files_only = true;   // an hf:// folder is refused, naming the file to give
     sopt.hub_digests = true;  // an hf:// set: its shards' lfs.oid
     gguf::KvOverrides overrides;

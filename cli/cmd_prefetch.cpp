@@ -77,6 +77,12 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> sources_of(const gguf::
 /// the cache of remote sources only).
 std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(ResolvedSource* source,
                                                                         std::vector<gguf::Problem>* problems) {
+    if (source->oci_local()) {
+        throw gguf::Error(gguf::Code::BadArgument, source->shown + ": a local OCI layout or Ollama store, read in "
+                                                                   "place (prefetch fills the cache of remote "
+                                                                   "sources only); 'gguf-mount check " +
+                                                                   source->shown + "' checks every blob's digest");
+    }
     if (!source->remote()) {
         throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s)://, hf:// or s3:// source "
                                                                       "(prefetch fills the cache of remote sources "

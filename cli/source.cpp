@@ -40,6 +40,19 @@ void classify_local(ResolvedSource* s) {
     if (s->kind == SourceKind::LocalDirectory) {
         if (remote::oci::is_oci_layout(s->path)) s->kind = SourceKind::OciLayout;
         else if (remote::oci::is_ollama_store(s->path)) s->kind = SourceKind::OllamaStore;
+    } else if (!s->local_problem.empty()) {
+        // DIR/NAME.gguf of a layout or store: the model a mount of DIR shows as NAME.gguf.
+        for (std::string dir = gguf::dir_name(s->path); !dir.empty() && dir != "/" && dir != ".";
+             dir = gguf::dir_name(dir)) {
+            const bool layout = remote::oci::is_oci_layout(dir);
+            if (!layout && !remote::oci::is_ollama_store(dir)) continue;
+            s->kind = layout ? SourceKind::OciLayout : SourceKind::OllamaStore;
+            s->oci_model = s->path.substr(dir.size() + 1);
+            s->path = s->shown = dir;
+            s->local_problem.clear();
+            s->canonical = real_path(dir);
+            return;
+        }
     }
 #endif
     s->canonical = s->kind == SourceKind::LocalDirectory
@@ -103,6 +116,8 @@ void pin_oci(ResolvedSource* s) {
     if (!ro.offline) auth->discover();
     auto signer = std::make_shared<const remote::oci::RegistrySigner>(s->oci_ref, auth);
     ro.http.signer = signer;
+    // A registry mirror (pull-through cache) answers whole blobs while it fills its copy.
+    ro.http.retry_whole_answers = true;
     s->oci_signer = signer;
 }
 
@@ -222,8 +237,8 @@ std::function<gguf::Catalog()> ResolvedSource::catalog_builder(const gguf::Catal
     }
     if (kind == SourceKind::OciLayout || kind == SourceKind::OllamaStore) {
         // Read afresh at each build: a model pulled meanwhile appears at the next rescan.
-        return [p = path, layout = kind == SourceKind::OciLayout, copt] {
-            auto l = layout ? remote::oci::layout_listing(p) : remote::oci::store_listing(p);
+        return [p = path, layout = kind == SourceKind::OciLayout, whole = options.verify_blobs, copt] {
+            auto l = layout ? remote::oci::layout_listing(p, whole) : remote::oci::store_listing(p, whole);
             return gguf::build_catalog(*l, copt);
         };
     }

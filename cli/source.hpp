@@ -59,6 +59,9 @@ struct SourceOptions {
     /// gives of each LFS file (ResolvedSource::sha256s; merge and prefetch check the bytes, a
     /// mount checks a shard that a reader reads in order to its end).
     bool hub_digests = false;
+    /// A local OCI layout or Ollama store: every blob is checked whole against its digest as it
+    /// is read (check, merge: the command reports a mismatch in its one line).
+    bool verify_blobs = false;
 };
 
 /// A SOURCE string resolved: its kind and names right away (resolve_source, no network), then
@@ -124,7 +127,9 @@ struct ResolvedSource {
     remote::oci::Reference oci_ref;              ///< OciModel after pin()
     std::shared_ptr<const remote::oci::RegistrySigner> oci_signer;  ///< OciModel after pin()
     std::string oci_digest;                      ///< OciModel after connect(): the pinned manifest digest
-    std::string oci_model;                       ///< OciModel after connect(): the model's path in the catalog
+    /// OciModel after connect(): the model's path in the catalog. OciLayout, OllamaStore: the
+    /// model named by SOURCE DIR/PATH (PATH a mount of DIR shows), "" for SOURCE DIR.
+    std::string oci_model;
 #endif
 
     /// What a mount shows, built afresh at each call (connect() first for remote kinds): a

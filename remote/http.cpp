@@ -567,17 +567,23 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
     auto delay = options_.backoff;
     bool token_reread = false;
     auto limited_delay = std::chrono::milliseconds(1000);  // a 429 that does not say how long
+    const bool whole_retried = options_.retry_whole_answers && !ask.page && !ask.head_only;
+    unsigned whole_answers = 0;
     for (unsigned attempt = 1;;) {
         wait_for_origin(url, patience_end);
+        if (whole_retried) wait_while_filling(url, deadline);
         void* h = acquire();
         RateLimitHint hint;
         std::string answered_by;
         try {
             ObjectInfo info = once(h, url, ask, deadline, &hint, &answered_by);
             release(h);
+            if (whole_retried) note_filling(url, false);
             return info;
         } catch (const HttpError& e) {
             release(h);
+            const bool whole = whole_retried && e.status() == 200 && std::strstr(e.what(), kRangeIgnored) != nullptr;
+            const auto whole_wait = whole_retried ? note_filling(url, whole) : std::chrono::milliseconds(0);
             // A refused token may have been rotated, expired credentials refreshed: re-read them
             // once and ask again (not an attempt).
             const bool refreshable = e.status() == 401 || e.credentials_expired();
@@ -617,6 +623,24 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
                 retry_until = resumed + options_.net_timeout;
                 continue;
             }
+            if (whole) {
+                // A pull-through cache filling its copy: asked again until it serves ranges
+                // (wait_while_filling waits out whole_wait, one request of this client at a time).
+                if (now + whole_wait > deadline) {
+                    throw HttpError(std::string(e.what()) + " (asked " + std::to_string(whole_answers + 1) +
+                                        " times over " +
+                                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - start).count()) +
+                                        " s: a registry mirror still fetching the blob, or one without Range)",
+                                    e.sys_errno(), e.status(), false);
+                }
+                if (!whole_answer_noted_.exchange(true)) {
+                    spdlog::warn("{}: the registry answered a Range request with the whole blob (a pull-through "
+                                 "cache fetching it from upstream?); asking again until it serves ranges",
+                                 url_for_message(url));
+                }
+                ++whole_answers;
+                continue;
+            }
             if (!e.retryable() || attempt >= options_.attempts || now + delay > std::min(retry_until, deadline)) {
                 std::string tail = attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "";
                 throw HttpError(e.what() + tail, e.sys_errno(), e.status(), e.retryable(), e.hub_code());
@@ -629,6 +653,43 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
             ++attempt;
         }
     }
+}
+
+void HttpClient::wait_while_filling(const std::string& url, Clock::time_point limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+        auto it = filling_.find(url);
+        if (it == filling_.end()) return;
+        const auto now = Clock::now();
+        if (!it->second.asking && it->second.next <= now) {
+            it->second.asking = true;
+            return;
+        }
+        if (now >= limit) return;  // the caller's bound: its own answer decides
+        filling_changed_.wait_until(lock, it->second.asking ? limit : std::min(it->second.next, limit));
+    }
+}
+
+std::chrono::milliseconds HttpClient::note_filling(const std::string& url, bool whole) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = filling_.find(url);
+    if (!whole) {
+        if (it == filling_.end()) return std::chrono::milliseconds(0);
+        filling_.erase(it);
+        filling_changed_.notify_all();
+        return std::chrono::milliseconds(0);
+    }
+    const auto now = Clock::now();
+    Filling& f = filling_[url];
+    // Requests sent together (read-ahead) answer whole together: one schedule for them.
+    if (!f.asking && f.next > now)
+        return std::chrono::duration_cast<std::chrono::milliseconds>(f.next - now);
+    f.asking = false;
+    f.next = now + f.delay;
+    const auto wait = f.delay;
+    f.delay = std::min(f.delay * 2, std::chrono::milliseconds(8000));
+    filling_changed_.notify_all();
+    return wait;
 }
 
 ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,

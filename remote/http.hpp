@@ -2,7 +2,9 @@
 // check, 200 whole-body answers refused, stalls, redirects, extra CA).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
 #include <map>
@@ -36,6 +38,15 @@ struct HttpOptions {
     std::string ca_cert;     ///< extra CA file (PEM) added to the system store; "" for none
     unsigned attempts = 4;   ///< tries per call for retryable failures (5xx, 429, transport)
     std::chrono::milliseconds backoff{250};  ///< first retry delay, doubled per retry
+    /// A 200 with the whole object to a ranged GET (Range ignored) is asked again, not failed at
+    /// once: after 4 s, then every 8 s, not counted as attempts, while the call's deadline
+    /// allows; meanwhile the client's other requests for that URL wait, and one of them asks at
+    /// a time (each answer cut short costs the mirror's upstream what was on its way, MBs: few
+    /// asks matter more than a quick one). A registry's pull-through cache answers so while it fetches the blob from
+    /// upstream, and with ranges once it holds it (the distribution registry's proxy mode:
+    /// registry/proxy/proxyblobstore.go, ServeBlob), each such answer costing the upstream what
+    /// was on its way when it was cut. Set for registry sources (oci://, ollama://).
+    bool retry_whole_answers = false;
     /// Signs every request the client sends to the URLs it covers (RequestSigner): the Hub's
     /// bearer token (BearerSigner, remote/token.hpp), AWS Signature V4. Redirect follow-ups are
     /// signed only while they stay on the origin of the URL asked for. Null: nothing is signed.
@@ -131,6 +142,21 @@ private:
     std::mutex mutex_;
     std::vector<void*> idle_;  // CURL* handles not in use
     std::map<std::string, Clock::time_point> limited_until_;  // under mutex_: origin -> end of its 429s
+    std::atomic<bool> whole_answer_noted_{false};  // retry_whole_answers: said once
+    /// retry_whole_answers: a URL last answered with the whole object (a mirror filling it).
+    struct Filling {
+        Clock::time_point next;                  // nobody asks before this
+        std::chrono::milliseconds delay{4000};   // the wait after the next whole answer
+        bool asking = false;                     // one request of this client is on its way
+    };
+    /// Returns at once unless `url` is filling; then waits until this thread may ask (no other
+    /// one is asking, and its next time came) or `limit`.
+    void wait_while_filling(const std::string& url, Clock::time_point limit);
+    /// Records the answer to a request of `url`: `whole` schedules the next ask (returns how
+    /// long from now), otherwise the URL is no longer filling and its waiters go on.
+    std::chrono::milliseconds note_filling(const std::string& url, bool whole);
+    std::map<std::string, Filling> filling_;    // under mutex_
+    std::condition_variable filling_changed_;  // with mutex_
 };
 
 }  // namespace gguf_mount::remote

@@ -143,9 +143,9 @@ uint64_t RemoteSource::first_uncached_block() const noexcept {
 }
 
 ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexcept {
-    if (digest_ && digest_->failed.load()) return -EIO;  // wrong bytes (verify_sha256)
+    if (digest_ && digest_->failed()) return -EIO;  // wrong bytes (verify_sha256)
     const ssize_t r = blocks_->read(dst, len, offset);
-    return digest_ && r > 0 ? hash_read(dst, offset, static_cast<size_t>(r)) : r;
+    return digest_ && r > 0 ? digest_->after_read(dst, offset, static_cast<size_t>(r)) : r;
 }
 
 std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,

@@ -25,7 +25,9 @@ namespace gguf_mount::remote {
 /// version again.
 /// Holds the context (shared_ptr): the last source or listing let go destroys it on the thread
 /// that let go (RemoteContext: no job of the context holds a source or the context).
-class RemoteSource final : public gguf::ByteSource, public std::enable_shared_from_this<RemoteSource> {
+class RemoteSource final : public gguf::ByteSource,
+                           public DigestChecked,
+                           public std::enable_shared_from_this<RemoteSource> {
 public:
     /// Learns size and validator of `url`: online, with a HEAD when the cache has a record of
     /// the URL with that validator (a cached remount sends no data request), else with the
@@ -84,7 +86,7 @@ public:
 
     /// The content's SHA-256 that the listing vouched for (open_known), "" when none is known
     /// (plain HTTP servers give none).
-    const std::string& sha256() const noexcept { return sha256_; }
+    const std::string& sha256() const noexcept override { return sha256_; }
     /// From now on checks the whole object against `sha256` (64 lowercase hex): the bytes
     /// readers get are hashed in offset order as they pass (OpenSSL SHA-256), never read twice
     /// for it; a read that starts past the hashed part first has the bytes in between read (from
@@ -93,29 +95,24 @@ public:
     /// blocks are dropped (drop_cached) and sha256_error() says why. For a reader of every byte
     /// (prefetch, merge); call it before the reads start. Throws std::runtime_error when
     /// OpenSSL cannot hash.
-    void verify_sha256(std::string sha256);
+    void verify_sha256(std::string sha256) override;
     /// Arms the in-order check of open_known for a source opened otherwise (open: a Hub
     /// resolve URL whose lfs.oid its folder's tree gives): sets sha256() to `sha256` (64
     /// lowercase hex) and checks it as open_known's sources are. Call before the first read;
     /// "" leaves the source unchecked. Never throws but std::bad_alloc.
     void expect_sha256(std::string sha256);
-    /// The in-order check of open_known: a read that starts up to this far past the bytes
-    /// hashed so far has the bytes in between read (from memory or the cache, as a read-ahead
-    /// holds them) and hashed first (requests of one reader arrive out of order from several
-    /// FUSE workers, and a shard's header before its tensor data was read at planning); a read
-    /// farther ahead ends the check unchecked (a random reader, an mmap).
-    static constexpr uint64_t kSequentialWindow = uint64_t{32} << 20;
-    /// The in-order check of open_known: once the bytes hashed reach this close to the end, the
-    /// rest (the padding after the last tensor, which a merged file does not read) is read and
-    /// the digest compared. A file this small is checked whole at its first read (a mount's
-    /// planning: a mismatch hides its model).
-    static constexpr uint64_t kSequentialTail = uint64_t{1} << 20;
+    /// The in-order check of open_known (SequentialCheck::kWindow, kTail): the bytes in between
+    /// of a read up to this far past the hashed ones are read (from memory or the cache, as a
+    /// read-ahead holds them) and hashed first; once the hashed bytes reach the tail, the rest
+    /// is read and the digest compared (a file this small is checked whole at its first read).
+    static constexpr uint64_t kSequentialWindow = SequentialCheck::kWindow;
+    static constexpr uint64_t kSequentialTail = SequentialCheck::kTail;
     /// Ends the check of verify_sha256: hashes the bytes not read yet (reading them) and
     /// returns sha256_error() ("" when it matched, or when verify_sha256 was not called). A
     /// read failure while hashing is returned as the error. Never throws.
-    std::string finish_sha256() const noexcept;
+    std::string finish_sha256() const noexcept override;
     /// The one-line mismatch error ("URL: sha256 mismatch: ..."), "" while none was found.
-    std::string sha256_error() const;
+    std::string sha256_error() const override;
     /// Removes every block of this version from the block cache and memory (its bytes are
     /// wrong). Never throws.
     void drop_cached() const noexcept { blocks_->drop_cached(); }
@@ -128,24 +125,15 @@ private:
     RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info, bool size_only,
                  const std::string& key_name = {});
 
-    /// The verify_sha256 step after a read of [offset, offset + n) into `data` succeeded:
-    /// hashes what is new; returns n, -EIO when the digest was found to differ (or a read that
-    /// settles the check cannot go on), or -EWOULDBLOCK (such a read on a gguf::NoNetworkWaitScope
-    /// thread that would wait for another one's hashing or for the network).
-    ssize_t hash_read(const void* data, uint64_t offset, size_t n) const noexcept;
-    /// Reads and hashes bytes [digest_->hashed, end); under digest_->mutex. 0, or the failing
-    /// read's -errno (-EWOULDBLOCK: the bytes need the network, on a gguf::NoNetworkWaitScope
-    /// thread).
-    int hash_gap(uint64_t end) const noexcept;
-    /// Compares the digest once every byte is hashed; under digest_->mutex.
-    void compare_digest() const;
+    /// Sets up the check of verify_sha256 (`whole`) or expect_sha256; before reads start.
+    void arm_check(std::string sha256, bool whole);
 
     std::shared_ptr<RemoteContext> context_;  // first: let go last
     std::string name_;                        // the URL without credentials or query
     std::shared_ptr<SourceBlocks> blocks_;
     std::string sha256_;  // open_known: the listing's content sha256, "" when unknown
     std::string vouched_by_ = "the Hub's lfs.oid";  // who gave sha256_ (the mismatch line)
-    std::unique_ptr<SequentialDigest> digest_;  // verify_sha256; set before reads start
+    std::unique_ptr<SequentialCheck> digest_;  // verify_sha256, expect_sha256; set before reads start
 };
 
 /// The outcome of opening one URL with open_sources: the source, or the one-line error.

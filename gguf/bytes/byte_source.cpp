@@ -233,7 +233,7 @@ void will_need_part(const FilePart& part, uint64_t len) noexcept {
     }
 }
 
-bool part_has_local_path(const FilePart& part) noexcept { return !part.source; }
+bool part_has_local_path(const FilePart& part) noexcept { return !part.source || part.source->is_local_file(); }
 
 bool part_changed(const FilePart& part) noexcept {
     if (part.source) return part.source->changed();

@@ -125,6 +125,11 @@ public:
     /// Refreshes the stat a listing recorded for this source with what opening it found (a local
     /// file: its fstat). Default: leaves `st` as it is (made up by the listing).
     virtual void update_stat(struct stat* st) const noexcept;
+
+    /// True when the source reads the local file at its display_name() (and its part's path): a
+    /// caller's permission on that path is what a direct reader would need (part_has_local_path).
+    /// Default: false (a network object).
+    virtual bool is_local_file() const noexcept { return false; }
 };
 
 /// While an object of this class lives on a thread, ByteSource::pread calls made on that
@@ -200,6 +205,7 @@ public:
     /// larger than the cache makes a merge from a warm page cache slower; bench/README.md).
     size_t copy_chunk() const noexcept override { return size_t{128} << 10; }
     void update_stat(struct stat* st) const noexcept override { *st = st_; }
+    bool is_local_file() const noexcept override { return true; }
 
     /// The descriptor, and its fstat when opened (for tests and page-cache probes).
     int fd() const noexcept { return fd_.get(); }
@@ -241,8 +247,9 @@ std::shared_ptr<const ByteSource> open_part(const FilePart& part, bool check_sta
 /// or for a local file without holding a descriptor (LocalFileSource::will_need). Never throws.
 void will_need_part(const FilePart& part, uint64_t len) noexcept;
 
-/// True when part `part` is read by opening its path (a local file), so a caller's permission
-/// on that path is what a direct reader would need; false for a part that carries its source.
+/// True when part `part` is a local file at its path (read by opening the path, or through a
+/// source that reads that file: ByteSource::is_local_file), so a caller's permission on that
+/// path is what a direct reader would need; false for a part whose source is a network object.
 bool part_has_local_path(const FilePart& part) noexcept;
 
 /// True when part `part` no longer is what it was listed as: for a local file, its path no

@@ -492,7 +492,18 @@ Header read_header(const PreadFn& pread, uint64_t file_size, const std::string& 
 
 Header read_header(const OpenLogicalFile& file) {
     PreadFn fn = [&file](void* dst, size_t len, uint64_t offset) { return file.pread(dst, len, offset); };
-    return read_header(fn, file.size(), file.file().path);
+    try {
+        return read_header(fn, file.size(), file.file().path);
+    } catch (const Error& e) {
+        // Why the read failed, when a part's source knows (ByteSource::failure_reason: e.g. its
+        // bytes do not match their digest): said in the same line.
+        std::string why;
+        for (const FilePart& p : file.file().parts) {
+            if (e.code() == Code::Io && p.source && why.empty()) why = p.source->failure_reason();
+        }
+        if (why.empty()) throw;
+        throw Error(e.code(), std::string(e.what()) + " (" + why + ")", e.sys_errno());
+    }
 }
 
 Header read_header(const std::string& path) {

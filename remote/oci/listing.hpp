@@ -75,13 +75,17 @@ bool is_ollama_store(const std::string& dir);
 /// whose manifest is a model, as NAME.gguf (REF.gguf for a plain tag, or MODEL-TAG.gguf for
 /// "MODEL:TAG"). Blobs are read in place (blobs/sha256/HEX), never copied. Entries that are
 /// not models are skipped; an entry whose blobs are missing or whose manifest does not parse is
-/// an error item. Throws gguf::Error(Io/BadValue) naming DIR/index.json when it cannot be read.
-std::shared_ptr<TreeListing> layout_listing(const std::string& dir);
+/// an error item. Blobs are oci::LocalBlobSources (remote/oci/local_blob.hpp): checked against
+/// their digest by a reader in order, and every byte with `whole` (check, merge). Manifests named
+/// by a digest are checked against it. Throws gguf::Error(Io/BadValue) naming DIR/index.json when
+/// it cannot be read.
+std::shared_ptr<TreeListing> layout_listing(const std::string& dir, bool whole = false);
 
 /// The models of an Ollama store (Ollama's server/modelpath.go layout:
 /// manifests/REGISTRY/NAMESPACE/MODEL/TAG and blobs/sha256-HEX): each tag's model as
 /// MODEL-TAG.gguf under NAMESPACE/ (the default registry and "library/" dropped; another
-/// registry is a folder: REGISTRY/NAMESPACE/MODEL-TAG.gguf). Blobs are read in place.
-std::shared_ptr<TreeListing> store_listing(const std::string& dir);
+/// registry is a folder: REGISTRY/NAMESPACE/MODEL-TAG.gguf). Blobs are read in place and checked
+/// as layout_listing's are.
+std::shared_ptr<TreeListing> store_listing(const std::string& dir, bool whole = false);
 
 }  // namespace gguf_mount::remote::oci

@@ -13,6 +13,8 @@
 
 #include "gguf/error.hpp"
 #include "remote/oci/listing.hpp"
+#include "remote/oci/local_blob.hpp"
+#include "remote/store/cache_files.hpp"
 
 namespace gguf_mount::remote::oci {
 namespace {
@@ -55,30 +57,33 @@ std::vector<std::string> entries(const std::string& dir) {
     return out;
 }
 
-/// A local blob's FilePart (read in place): the path, its stat. Throws gguf::Error(Io) naming
-/// the path when it is missing, BadValue when its size is not the descriptor's.
-gguf::FilePart blob_part(const std::string& path, const Descriptor& d) {
-    gguf::FilePart p;
-    if (::stat(path.c_str(), &p.st) != 0 || !S_ISREG(p.st.st_mode))
+/// A local blob's FilePart (read in place through a LocalBlobSource, its bytes checked against
+/// its digest). Throws gguf::Error(Io) naming the path when it is missing, BadValue when its
+/// size is not the descriptor's or its digest is not a sha256 one.
+gguf::FilePart blob_part(const std::string& path, const Descriptor& d, bool whole) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
         throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " missing", ENOENT);
-    if (static_cast<uint64_t>(p.st.st_size) != d.size)
-        throw gguf::Error(gguf::Code::BadValue, path + ": blob " + d.digest + " is " + std::to_string(p.st.st_size) +
+    if (static_cast<uint64_t>(st.st_size) != d.size)
+        throw gguf::Error(gguf::Code::BadValue, path + ": blob " + d.digest + " is " + std::to_string(st.st_size) +
                                                     " bytes, its manifest says " + std::to_string(d.size));
-    p.path = path;
-    p.size = d.size;
-    return p;
+    const std::string hex = d.digest.rfind("sha256:", 0) == 0 ? d.digest.substr(7) : std::string();
+    if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw gguf::Error(gguf::Code::BadValue, path + ": blob digest " + d.digest.substr(0, 80) +
+                                                    " is not sha256:<64 lowercase hex> (the only digest read here)");
+    return std::make_shared<LocalBlobSource>(path, st, d.digest, whole)->part();
 }
 
 /// Adds the files of manifest `m` named after `base` under folder `folder` ("" or "a/b/").
 void add_model(TreeListing& listing, const Manifest& m, const std::string& folder, const std::string& base,
-               const std::function<std::string(const std::string&)>& blob_path, const std::string& where) {
+               const std::function<std::string(const std::string&)>& blob_path, const std::string& where, bool whole) {
     Naming naming;
     naming.base = base;
     naming.use_layer_names = false;
     ModelFiles files = model_files(m, naming, where);
     auto add = [&](const ModelFile& f) {
         try {
-            listing.add(folder + f.name, blob_part(blob_path(f.layer.digest), f.layer));
+            listing.add(folder + f.name, blob_part(blob_path(f.layer.digest), f.layer, whole));
         } catch (const gguf::Error& e) {
             listing.add_error(folder + f.name, e.what());
         }
@@ -88,14 +93,29 @@ void add_model(TreeListing& listing, const Manifest& m, const std::string& folde
     for (const std::string& r : files.refused) spdlog::warn("{}", r);
 }
 
-/// A manifest file, narrowed to its model manifest when it is an index.
-Manifest read_model_manifest(const std::string& path, const std::string& media_type,
+/// The bytes of the manifest blob of descriptor `d` (at blob_path(d.digest)), checked against its
+/// digest. Throws gguf::Error(BadValue) naming the file and both digests when they differ.
+std::string read_manifest_blob(const std::function<std::string(const std::string&)>& blob_path, const Descriptor& d) {
+    const std::string path = blob_path(d.digest);
+    std::string bytes = read_small(path);
+    const std::string got = "sha256:" + cache_files::sha256_hex(bytes);
+    if (got != d.digest)
+        throw gguf::Error(gguf::Code::BadValue, path + ": sha256 mismatch: expected " + d.digest.substr(0, 80) +
+                                                    " (the manifest's digest), its " + std::to_string(bytes.size()) +
+                                                    " bytes hash to " + got + " (the file is damaged or was changed)");
+    return bytes;
+}
+
+/// A manifest (the blob of descriptor `top`, or the file `path` when `top` is null: an Ollama
+/// manifest, named by its tag), narrowed to its model manifest when it is an index.
+Manifest read_model_manifest(const std::string& path, const Descriptor* top,
                              const std::function<std::string(const std::string&)>& blob_path, const std::string& where) {
-    Manifest m = parse_manifest(read_small(path), media_type, where);
+    Manifest m = parse_manifest(top ? read_manifest_blob(blob_path, *top) : read_small(path),
+                                top ? top->media_type : std::string(), where);
     if (!m.index) return m;
-    auto fetch = [&](const Descriptor& d) { return read_small(blob_path(d.digest)); };
+    auto fetch = [&](const Descriptor& d) { return read_manifest_blob(blob_path, d); };
     Descriptor chosen = select_model_manifest(m, fetch, where);
-    m = parse_manifest(read_small(blob_path(chosen.digest)), chosen.media_type, where);
+    m = parse_manifest(read_manifest_blob(blob_path, chosen), chosen.media_type, where);
     if (m.index) throw gguf::Error(gguf::Code::BadValue, where + ": an index inside an index is not read");
     return m;
 }
@@ -112,7 +132,7 @@ bool is_oci_layout(const std::string& dir) { return is_file(dir + "/oci-layout")
 
 bool is_ollama_store(const std::string& dir) { return is_dir(dir + "/manifests") && is_dir(dir + "/blobs"); }
 
-std::shared_ptr<TreeListing> layout_listing(const std::string& dir) {
+std::shared_ptr<TreeListing> layout_listing(const std::string& dir, bool whole) {
     const std::string index_path = dir + "/index.json";
     Manifest index = parse_manifest(read_small(index_path), "", index_path);
     auto listing = std::make_shared<TreeListing>(dir);
@@ -138,8 +158,8 @@ std::shared_ptr<TreeListing> layout_listing(const std::string& dir) {
         }
         const std::string where = index_path + " (" + (ref == d.annotations.end() ? d.digest : ref->second) + ")";
         try {
-            Manifest m = read_model_manifest(blob_path(d.digest), d.media_type, blob_path, where);
-            add_model(*listing, m, "", base, blob_path, where);
+            Manifest m = read_model_manifest("", &d, blob_path, where);
+            add_model(*listing, m, "", base, blob_path, where, whole);
         } catch (const gguf::Error& e) {
             if (e.code() == gguf::Code::BadValue && std::string(e.what()).find("no GGUF layer") != std::string::npos) {
                 spdlog::info("{}", e.what());  // an image that is not a model: not shown
@@ -151,7 +171,7 @@ std::shared_ptr<TreeListing> layout_listing(const std::string& dir) {
     return listing;
 }
 
-std::shared_ptr<TreeListing> store_listing(const std::string& dir) {
+std::shared_ptr<TreeListing> store_listing(const std::string& dir, bool whole) {
     auto listing = std::make_shared<TreeListing>(dir);
     auto blob_path = [&](const std::string& digest) { return dir + "/blobs/sha256-" + digest.substr(7); };
     const std::string manifests = dir + "/manifests";
@@ -166,8 +186,8 @@ std::shared_ptr<TreeListing> store_listing(const std::string& dir) {
                     if (ns != "library" || registry != kOllamaRegistry) folder += ns + "/";
                     const std::string base = model + "-" + tag;
                     try {
-                        Manifest m = read_model_manifest(path, "", blob_path, path);
-                        add_model(*listing, m, folder, base, blob_path, path);
+                        Manifest m = read_model_manifest(path, nullptr, blob_path, path);
+                        add_model(*listing, m, folder, base, blob_path, path, whole);
                     } catch (const gguf::Error& e) {
                         listing->add_error(folder + base + ".gguf", e.what());
                     }

@@ -19,6 +19,7 @@
 #include "mount/mount_fixture.hpp"
 #include "remote/fleet_tier.hpp"
 #include "remote/hub_emulation.hpp"
+#include "remote/oci_registry.hpp"
 #include "remote/s3_servers.hpp"
 #include "remote/servers.hpp"
 #include "support/support.hpp"
@@ -56,12 +57,13 @@ protected:
     std::string cache_dir(int i) const { return tmp_ / ("cache" + std::to_string(i)); }
     std::string log_of(int i) const { return gguf_test::read_file(tmp_ / ("daemon" + std::to_string(i) + ".log")); }
 
-    /// 24 tensors of 1 MiB in 4 shards of about 6 MiB under `dir` as NAME-0000k-of-00004.gguf:
-    /// every shard spans several 1 MiB slices and several 4 MiB cache blocks.
-    void make_model(const std::string& dir) {
+    /// 24 tensors of `elements` floats (default 1 MiB) in shards of `per_shard` tensors (default:
+    /// 4 shards of about 6 MiB) under `dir` as NAME-0000k-of-0000N.gguf: every shard spans several
+    /// 1 MiB slices and 4 MiB cache blocks.
+    void make_model(const std::string& dir, int64_t elements = 262144, int per_shard = 6) {
         fs::create_directories(dir);
-        shards_ = mount_test::split_dense_model(24, [](int) { return int64_t{262144}; }, 6, 21, dir + "/fleet");
-        ASSERT_EQ(shards_.size(), 4u);
+        shards_ = mount_test::split_dense_model(24, [elements](int) { return elements; }, per_shard, 21, dir + "/fleet");
+        ASSERT_EQ(shards_.size(), static_cast<size_t>(24 / per_shard));
         model_bytes_ = 0;
         for (const auto& s : shards_) {
             sizes_[fs::path(s).filename().string()] = fs::file_size(s);
@@ -210,6 +212,66 @@ TEST_F(Fleet, FourHubNodesBehindOneCachingTierFetchEachByteFromTheHubAndItsCdnOn
     size_t pages = 0;
     for (const auto& e : node_requests()) pages += e.uri.find("/tree/") != std::string::npos;
     EXPECT_EQ(pages, static_cast<size_t>(kNodes) * hub.page_count(""));
+}
+
+// oci://: the distribution registry's own pull-through cache (docs/fleet/registry-mirror.yml as
+// shipped) in front of the origin registry. The mirror answers whole blobs while it fetches one
+// from the origin (registry/proxy/proxyblobstore.go), which the nodes cut short and ask again;
+// then ranges from its copy. Counted from the origin registry's access log: every GET body.
+TEST_F(Fleet, FourOciNodesBehindOneRegistryMirrorFetchEachBlobFromTheOriginOnce) {
+    std::string why;
+    if (!remote_test::OciRegistry::available(&why)) GTEST_SKIP() << why;
+    // 512 MiB in 2 layers of 256 MiB: each whole answer cut short costs the origin what was on
+    // its way (measured: 0.1 to 9 MiB, about 3.6 on average, loopback), and every node's first
+    // read of a layer meets one, so the layers must be large beside 4 nodes x that (real models'
+    // layers are GBs; at 4 layers of 120 MiB the origin sent 1.23x).
+    ASSERT_NO_FATAL_FAILURE(make_model(tmp_ / "model", 5592405, 12));
+    remote_test::OciRegistry origin;
+    origin.access_log = true;
+    std::string error;
+    ASSERT_TRUE(origin.start(tmp_ / "origin", &error)) << error;
+    ASSERT_FALSE(origin.push({"--flavour", "docker", "--names", "--order", "2,1", "--repo", "ai/fleet", "--tag", "v1",
+                              shards_[0], shards_[1]})
+                     .empty());
+    const uint64_t pushed = origin.gets().size();
+    remote_test::OciRegistry mirror;
+    ASSERT_TRUE(mirror.start_with_config(
+        tmp_ / "mirror",
+        remote_test::fleet_config("registry-mirror.yml", {{"LISTEN", mirror.host()},
+                                                          {"STORAGE", tmp_ / "mirror/storage"},
+                                                          {"ORIGIN", "http://" + origin.host()}}),
+        &error))
+        << error;
+
+    ASSERT_NO_FATAL_FAILURE(read_on_every_node("oci://" + mirror.host() + "/ai/fleet:v1", {}, {"--plain-http"}));
+    const auto gets = origin.gets();
+    uint64_t origin_bytes = 0;
+    std::map<std::string, std::pair<int, uint64_t>> by_path;  // what the origin sent per path
+    for (size_t i = pushed; i < gets.size(); ++i) {
+        origin_bytes += gets[i].bytes;
+        auto& [n, bytes] = by_path[gets[i].path.substr(gets[i].path.find_last_of('/') + 1) + " " +
+                                   std::to_string(gets[i].status)];
+        ++n;
+        bytes += gets[i].bytes;
+    }
+    std::string sent;
+    for (const auto& [path, nb] : by_path)
+        sent += "\n  " + path + ": " + std::to_string(nb.first) + " GET(s), " + std::to_string(nb.second) + " bytes";
+    uint64_t mirror_bytes = 0, whole = 0;
+    for (const auto& g : mirror.gets()) {
+        if (g.path.find("/blobs/") == std::string::npos) continue;
+        mirror_bytes += g.status == 206 ? g.bytes : 0;
+        whole += g.status != 206;  // a whole answer cut short is logged as a 500
+    }
+    std::cout << "fleet oci: model " << model_bytes_ << " bytes, origin sent " << origin_bytes << " ("
+              << static_cast<double>(origin_bytes) / static_cast<double>(model_bytes_) << "x), mirror sent "
+              << mirror_bytes << " (" << static_cast<double>(mirror_bytes) / static_cast<double>(model_bytes_)
+              << "x), " << whole << " whole answers cut short\n";
+    RecordProperty("origin_bytes", std::to_string(origin_bytes));
+    EXPECT_LE(origin_bytes * 10, model_bytes_ * 11) << "the origin sent more than 1.1x the model:" << sent;
+    EXPECT_GE(mirror_bytes * 10, model_bytes_ * kNodes * 9) << "the nodes did not read the model through the mirror";
+    mirror.stop();
+    origin.stop();
 }
 
 // The tier signs its requests to S3 with its own credentials (docs/fleet/s3_sigv4.js, njs); the

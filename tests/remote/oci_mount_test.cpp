@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
+#include <iostream>
 
 #include "mount/mount_fixture.hpp"
 #include "remote/oci_registry.hpp"
@@ -20,18 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using remote_test::OciRegistry;
 
-/// The fixtures' kvzoo shards (7, in order) and the single-file tiny llama.
-std::vector<std::string> kvzoo7() {
-    std::vector<std::string> out;
-    for (int i = 1; i <= 7; ++i) out.push_back(std::string(GGUF_TEST_FIXTURES) + "/kvzoo/t7/" + mount_test::kvzoo_shard(i));
-    return out;
-}
-const std::string kTiny = std::string(GGUF_TEST_FIXTURES) + "/tiny-llama/tiny-llama.gguf";
-
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
+using remote_test::concat;
+using remote_test::kvzoo_t7;
+const std::string kTiny = remote_test::tiny_llama();
 
 class OciMount : public remote_test::OciMountFixture {
 protected:
@@ -42,16 +35,7 @@ protected:
     /// The options of every remote command here.
     std::vector<std::string> args() const { return {"--plain-http", "--cache-dir", cache_}; }
     std::string ref(const std::string& repo_tag) const { return "oci://" + registry_.host() + "/" + repo_tag; }
-    /// A 3-shard split of the kvzoo model (gguf-mount split, as gguf-split cuts it).
-    std::vector<std::string> kvzoo3() {
-        fs::create_directories(root_ + "/t15");
-        auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors", "15",
-                                 std::string(GGUF_TEST_FIXTURES) + "/kvzoo/original.gguf", root_ + "/t15/kvzoo"});
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        std::vector<std::string> out;
-        for (int i = 1; i <= 3; ++i) out.push_back(root_ + "/t15/" + mount_test::kvzoo_shard(i, 3));
-        return out;
-    }
+    std::vector<std::string> kvzoo3() { return remote_test::kvzoo_t15(root_); }
 };
 
 TEST_F(OciMount, EveryFlavourSingleAndShardedIsByteExactAndTheMergedFileIsNamedAsAFoldersSetIs) {
@@ -61,7 +45,7 @@ TEST_F(OciMount, EveryFlavourSingleAndShardedIsByteExactAndTheMergedFileIsNamedA
     // Ollama: no names, layers in shard order; a template and params beside the model.
     ASSERT_FALSE(registry_.push(concat({"--flavour", "ollama", "--repo", "library/kvzoo", "--tag", "t7",
                                         "--companion", "application/vnd.ollama.image.template=" + tmpl},
-                                       kvzoo7()))
+                                       kvzoo_t7()))
                      .empty());
     ASSERT_FALSE(registry_.push({"--flavour", "ollama", "--repo", "library/tiny", "--tag", "q8", kTiny}).empty());
     // Docker model artifact and ModelPack: named layers, pushed out of shard order.
@@ -71,7 +55,7 @@ TEST_F(OciMount, EveryFlavourSingleAndShardedIsByteExactAndTheMergedFileIsNamedA
                      .empty());
     ASSERT_FALSE(registry_.push(concat({"--flavour", "modelpack", "--names", "--order", "7,3,1,2,6,5,4", "--repo",
                                         "pack/kv7", "--tag", "v1"},
-                                       kvzoo7()))
+                                       kvzoo_t7()))
                      .empty());
     ASSERT_FALSE(registry_.push({"--flavour", "modelpack", "--names", "--repo", "pack/tiny", "--tag", "v1", kTiny}).empty());
     const std::string tiny_sha = gguf_test::sha256_file(kTiny);
@@ -107,7 +91,7 @@ TEST_F(OciMount, ATagIsPinnedToItsManifestDigestAndADigestReferenceIsCheckedAndA
     ASSERT_NO_FATAL_FAILURE(start_registry());
     const std::string index = registry_.push(concat({"--flavour", "docker", "--names", "--index", "--order",
                                                      "2,1,3,4,5,6,7", "--repo", "ai/kv", "--tag", "latest"},
-                                                    kvzoo7()));
+                                                    kvzoo_t7()));
     ASSERT_FALSE(index.empty());
     // By tag: the index is narrowed to the model manifest (the image for a platform is skipped).
     ASSERT_TRUE(mount(args(), ref("ai/kv"))) << log();
@@ -173,12 +157,10 @@ std::string corrupt_blob(const OciRegistry& registry, const std::string& file, s
 TEST_F(OciMount, ABlobCorruptedInTheRegistrysStorageIsEioWithBothDigestsLoggedAndPrefetchAndMergeRefuseIt) {
     ASSERT_NO_FATAL_FAILURE(start_registry());
     // A dense model in 3 shards of 6 MiB (two cache blocks each), and its local merge.
-    fs::create_directories(root_ + "/dense");
-    auto shards = mount_test::split_dense_model(12, [](int) { return int64_t{393216}; }, 4, 11, root_ + "/dense/dense");
+    std::string want;
+    const auto shards = remote_test::dense_shards(root_, &want);
     ASSERT_EQ(shards.size(), 3u);
-    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], root_ + "/want.gguf"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string want = gguf_test::sha256_file(root_ + "/want.gguf");
+    gguf_test::RunResult r;
     ASSERT_FALSE(registry_.push(concat({"--flavour", "ollama", "--repo", "library/dense", "--tag", "v1"}, shards)).empty());
     const std::string source = "ollama://" + registry_.host() + "/library/dense:v1";
     // First served as stored: byte-exact.
@@ -191,23 +173,9 @@ TEST_F(OciMount, ABlobCorruptedInTheRegistrysStorageIsEioWithBothDigestsLoggedAn
     const std::string wrong = corrupt_blob(registry_, shards[1], 100);
     cache_ = root_ + "/cache2";
     ASSERT_TRUE(mount(args(), source)) << log();
-    mount_test::Fd fd{::open((mnt_ + "/dense.gguf").c_str(), O_RDONLY)};
-    ASSERT_GE(fd.fd, 0);
-    std::string buf(1 << 20, '\0');
-    int err = 0;
     uint64_t good = 0;
-    for (off_t at = 0;; at += static_cast<off_t>(buf.size())) {
-        const ssize_t n = ::pread(fd.fd, buf.data(), buf.size(), at);
-        if (n < 0) {
-            err = errno;
-            break;
-        }
-        if (n == 0) break;
-        good += static_cast<uint64_t>(n);
-    }
-    EXPECT_EQ(err, EIO);
+    EXPECT_EQ(remote_test::read_until_error(mnt_ + "/dense.gguf", &good), EIO);
     EXPECT_GT(good, fs::file_size(shards[0]));  // shard 1 was served
-    fd.close();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     const std::string l = log();
     EXPECT_NE(l.find("sha256 mismatch: expected " + expected + " (the layer's digest)"), std::string::npos) << l;
@@ -227,9 +195,9 @@ TEST_F(OciMount, ABlobCorruptedInTheRegistrysStorageIsEioWithBothDigestsLoggedAn
 
 TEST_F(OciMount, ASmallCorruptedBlobHidesItsModelAndTheMountIsRefusedNamingBothDigests) {
     ASSERT_NO_FATAL_FAILURE(start_registry());
-    ASSERT_FALSE(registry_.push(concat({"--flavour", "ollama", "--repo", "library/kvzoo", "--tag", "t7"}, kvzoo7())).empty());
-    const std::string expected = gguf_test::sha256_file(kvzoo7()[3]);
-    const std::string wrong = corrupt_blob(registry_, kvzoo7()[3], 100);
+    ASSERT_FALSE(registry_.push(concat({"--flavour", "ollama", "--repo", "library/kvzoo", "--tag", "t7"}, kvzoo_t7())).empty());
+    const std::string expected = gguf_test::sha256_file(kvzoo_t7()[3]);
+    const std::string wrong = corrupt_blob(registry_, kvzoo_t7()[3], 100);
     EXPECT_FALSE(mount(args(), "ollama://" + registry_.host() + "/library/kvzoo:t7"));
     const std::string l = log();
     EXPECT_NE(l.find("sha256 mismatch: expected " + expected + " (the layer's digest), the 589216 bytes received "
@@ -243,7 +211,7 @@ TEST_F(OciMount, CheckPrefetchAndMergeReadRegistryModelsAndOfflineServesWhatPref
     ASSERT_NO_FATAL_FAILURE(start_registry());
     ASSERT_FALSE(registry_.push(concat({"--flavour", "modelpack", "--names", "--order", "7,6,5,4,3,2,1", "--repo",
                                         "pack/kv7", "--tag", "v1"},
-                                       kvzoo7()))
+                                       kvzoo_t7()))
                      .empty());
     const std::string source = ref("pack/kv7:v1");
     auto r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), "check"}, concat(args(), {source})));
@@ -269,7 +237,7 @@ TEST_F(OciMount, AnOciLayoutAndAnOllamaStoreShowEveryTaggedModelWithBlobsReadInP
     ASSERT_FALSE(remote_test::oci_push(concat({"--flavour", "ollama", "--store", store, "--name", "library/kvzoo",
                                                "--tag", "t7", "--companion",
                                                "application/vnd.ollama.image.template=" + tmpl},
-                                              kvzoo7()))
+                                              kvzoo_t7()))
                      .empty());
     ASSERT_FALSE(remote_test::oci_push({"--flavour", "ollama", "--store", store, "--name", "library/tiny", "--tag",
                                         "latest", kTiny})
@@ -288,7 +256,7 @@ TEST_F(OciMount, AnOciLayoutAndAnOllamaStoreShowEveryTaggedModelWithBlobsReadInP
     const std::string layout = root_ + "/kv";
     ASSERT_FALSE(remote_test::oci_push(concat({"--flavour", "modelpack", "--names", "--order", "4,1,2,3,7,6,5",
                                                "--layout", layout, "--tag", "t7"},
-                                              kvzoo7()))
+                                              kvzoo_t7()))
                      .empty());
     ASSERT_FALSE(remote_test::oci_push({"--flavour", "docker", "--index", "--layout", layout, "--tag", "tiny", kTiny})
                      .empty());
@@ -301,6 +269,66 @@ TEST_F(OciMount, AnOciLayoutAndAnOllamaStoreShowEveryTaggedModelWithBlobsReadInP
     EXPECT_NE(r.out.find("kv-t7.gguf: merged-set of 7 shards"), std::string::npos) << r.out;
     // Read in place: the served parts are the layout's own blob files.
     EXPECT_NE(r.out.find("shard 1: blobs/sha256/61c1697c"), std::string::npos) << r.out;
+}
+
+}  // namespace
+
+namespace {
+
+// kill -9 of the daemon while it fetches a sharded registry model: the block cache survives the
+// crash (a remount serves the model byte-exact and asks the registry for less than the model),
+// and after a prefetch --offline serves it with the registry stopped.
+TEST_F(OciMount, AKilledMountLeavesACacheThatARemountAndThenOfflineServeByteExact) {
+    // 96 MiB in 3 shards of 32 MiB (8 cache blocks each), pushed out of shard order.
+    fs::create_directories(root_ + "/big");
+    auto shards = mount_test::split_dense_model(48, [](int) { return int64_t{524288}; }, 16, 7, root_ + "/big/big");
+    ASSERT_EQ(shards.size(), 3u);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], root_ + "/want.gguf"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string want = gguf_test::sha256_file(root_ + "/want.gguf");
+    uint64_t model_bytes = 0;
+    for (const auto& s : shards) model_bytes += fs::file_size(s);
+    registry_.access_log = true;
+    ASSERT_NO_FATAL_FAILURE(start_registry());
+    ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--names", "--order", "3,1,2", "--repo", "ai/big", "--tag",
+                                        "v1"},
+                                       shards))
+                     .empty());
+    const std::string source = ref("ai/big:v1");
+
+    // A reader goes through the first 40 MiB, then the daemon is killed in the middle of the
+    // model (its read-ahead in flight).
+    ASSERT_TRUE(mount(args(), source)) << log();
+    {
+        mount_test::Fd fd{::open((mnt_ + "/big.gguf").c_str(), O_RDONLY)};
+        ASSERT_GE(fd.fd, 0);
+        std::string buf(1 << 20, '\0');
+        for (off_t at = 0; at < (off_t{40} << 20); at += static_cast<off_t>(buf.size()))
+            ASSERT_EQ(::pread(fd.fd, buf.data(), buf.size(), at), static_cast<ssize_t>(buf.size())) << log();
+        ASSERT_EQ(::kill(daemon_.pid(), SIGKILL), 0);
+    }
+    EXPECT_EQ(daemon_.wait_exit(), std::optional<int>(128 + SIGKILL));
+    EXPECT_TRUE(mount_test::unmount(mnt_));  // the dead mount point
+    const uint64_t before = registry_.blob_bytes_sent();
+    EXPECT_GE(before, uint64_t{40} << 20);
+    EXPECT_LT(before, model_bytes) << "the whole model was fetched before the kill";
+
+    // A remount on the same cache: byte-exact, and what the killed daemon stored is not asked again.
+    ASSERT_TRUE(mount(args(), source)) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/big.gguf"), want) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    const uint64_t remount = registry_.blob_bytes_sent() - before;
+    std::cout << "killed after " << before << " blob bytes of " << model_bytes << "; the remount fetched " << remount
+              << "\n";
+    EXPECT_LT(remount, model_bytes) << "the remount fetched the whole model again";
+
+    // prefetch completes the cache; with the registry stopped, --offline serves the model.
+    r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), "prefetch", "-q"}, concat(args(), {source})));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    registry_.stop();
+    ASSERT_TRUE(mount(concat(args(), {"--offline"}), source)) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/big.gguf"), want) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
 }  // namespace

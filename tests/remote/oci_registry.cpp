@@ -1,7 +1,12 @@
 #include "remote/oci_registry.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -27,12 +32,11 @@ bool OciRegistry::available(std::string* why) {
 bool OciRegistry::start(const std::string& root, std::string* error, const std::string& token_realm,
                         const std::string& cert, const std::string& redirect_base) {
     storage_ = root + "/storage";
-    fs::create_directories(storage_);
-    if (port_ == 0) port_ = free_port();
-    std::string config = "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n"
+    std::string config = std::string("version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: ") +
+                         (access_log ? "false" : "true") + "\nstorage:\n"
                          "  filesystem:\n    rootdirectory: " + storage_ +
                          "\n  delete:\n    enabled: true\n  maintenance:\n    uploadpurging:\n      enabled: false\n"
-                         "http:\n  addr: 127.0.0.1:" + std::to_string(port_) + "\n";
+                         "http:\n  addr: " + host() + "\n";
     if (!htpasswd_.empty()) {
         config += "auth:\n  htpasswd:\n    realm: gguf-test-basic\n    path: " + htpasswd_ + "\n";
     } else if (!token_realm.empty()) {
@@ -42,6 +46,13 @@ bool OciRegistry::start(const std::string& root, std::string* error, const std::
     if (!redirect_base.empty()) {
         config += "middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: " + redirect_base + "\n";
     }
+    return start_with_config(root, config, error);
+}
+
+bool OciRegistry::start_with_config(const std::string& root, const std::string& config, std::string* error) {
+    host();  // the port, chosen once
+    storage_ = root + "/storage";
+    fs::create_directories(storage_);
     const std::string conf = root + "/registry.yml";
     gguf_test::write_file(conf, config);
     log_ = root + "/registry.log";
@@ -52,6 +63,32 @@ bool OciRegistry::start(const std::string& root, std::string* error, const std::
         return false;
     }
     return true;
+}
+
+std::string OciRegistry::host() const {
+    if (port_ == 0) port_ = free_port();
+    return "127.0.0.1:" + std::to_string(port_);
+}
+
+std::vector<OciRegistry::Access> OciRegistry::gets() const {
+    std::vector<Access> out;
+    // Combined log format: ... "GET /v2/... HTTP/1.1" 200 1234 "referer" "agent"
+    static const std::regex line("\"GET ([^ \"]+) HTTP/[0-9.]+\" ([0-9]+) ([0-9]+)");
+    const std::string text = gguf_test::read_file(log_);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+        Access a;
+        a.path = (*it)[1].str();
+        a.status = std::stoi((*it)[2].str());
+        a.bytes = std::stoull((*it)[3].str());
+        out.push_back(a);
+    }
+    return out;
+}
+
+uint64_t OciRegistry::blob_bytes_sent() const {
+    uint64_t n = 0;
+    for (const Access& a : gets()) n += a.path.find("/blobs/") != std::string::npos ? a.bytes : 0;
+    return n;
 }
 
 void OciRegistry::stop() { process_.stop(); }
@@ -129,6 +166,53 @@ void OciMountFixture::SetUp() {
 void OciMountFixture::TearDown() {
     MountFixture::TearDown();
     registry_.stop();
+}
+
+std::vector<std::string> kvzoo_t7() {
+    std::vector<std::string> out;
+    for (int i = 1; i <= 7; ++i) out.push_back(std::string(GGUF_TEST_FIXTURES) + "/kvzoo/t7/" + mount_test::kvzoo_shard(i));
+    return out;
+}
+
+std::vector<std::string> kvzoo_t15(const std::string& dir) {
+    fs::create_directories(dir + "/t15");
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "--split-max-tensors", "15",
+                             std::string(GGUF_TEST_FIXTURES) + "/kvzoo/original.gguf", dir + "/t15/kvzoo"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> out;
+    for (int i = 1; i <= 3; ++i) out.push_back(dir + "/t15/" + mount_test::kvzoo_shard(i, 3));
+    return out;
+}
+
+std::string tiny_llama() { return std::string(GGUF_TEST_FIXTURES) + "/tiny-llama/tiny-llama.gguf"; }
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+std::vector<std::string> dense_shards(const std::string& dir, std::string* want) {
+    fs::create_directories(dir + "/dense");
+    auto shards = mount_test::split_dense_model(12, [](int) { return int64_t{393216}; }, 4, 11, dir + "/dense/dense");
+    EXPECT_EQ(shards.size(), 3u);
+    if (shards.empty()) return shards;
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], dir + "/dense-want.gguf"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    *want = gguf_test::sha256_file(dir + "/dense-want.gguf");
+    return shards;
+}
+
+int read_until_error(const std::string& path, uint64_t* good) {
+    mount_test::Fd fd{::open(path.c_str(), O_RDONLY)};
+    if (fd.fd < 0) return errno;
+    std::string buf(1 << 20, '\0');
+    *good = 0;
+    for (off_t at = 0;; at += static_cast<off_t>(buf.size())) {
+        const ssize_t n = ::pread(fd.fd, buf.data(), buf.size(), at);
+        if (n < 0) return errno;
+        if (n == 0) return 0;
+        *good += static_cast<uint64_t>(n);
+    }
 }
 
 std::string oci_push(const std::vector<std::string>& args) {

@@ -27,14 +27,30 @@ public:
     /// (the registry's "redirect" storage middleware, as a CDN-backed registry answers).
     bool start(const std::string& root, std::string* error, const std::string& token_realm = "",
                const std::string& cert = "", const std::string& redirect_base = "");
+    /// Starts the registry with the YAML configuration `config` (written to ROOT/registry.yml);
+    /// it must listen on host(). The storage root stays ROOT/storage. False with *error.
+    bool start_with_config(const std::string& root, const std::string& config, std::string* error);
     void stop();
     ~OciRegistry() { stop(); }
     /// Before start(): "auth.htpasswd" with this bcrypt htpasswd file instead of token auth
     /// (the registry answers 401 with WWW-Authenticate: Basic and checks every request).
     void set_htpasswd(const std::string& path) { htpasswd_ = path; }
 
-    /// "127.0.0.1:PORT".
-    std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+    /// Set before start(): the registry writes its access log (combined format) to its log.
+    bool access_log = false;
+    /// One GET the registry answered, from its access log.
+    struct Access {
+        std::string path;  ///< "/v2/REPO/blobs/sha256:HEX"
+        int status = 0;
+        uint64_t bytes = 0;  ///< body bytes sent
+    };
+    /// The GETs of the access log so far (HEADs are left out: their logged size is not sent).
+    std::vector<Access> gets() const;
+    /// Body bytes of the blob GETs (/blobs/) of gets().
+    uint64_t blob_bytes_sent() const;
+
+    /// "127.0.0.1:PORT" (a free port chosen at the first call, kept across restarts).
+    std::string host() const;
     /// The storage root (docker/registry/v2/blobs/sha256/XX/HEX/data).
     const std::string& storage() const { return storage_; }
     /// The path of a blob's data file in the storage.
@@ -46,7 +62,7 @@ public:
 
 private:
     ChildProcess process_;
-    uint16_t port_ = 0;
+    mutable uint16_t port_ = 0;
     std::string storage_, log_, htpasswd_;
 };
 
@@ -84,6 +100,22 @@ protected:
     std::string cache_;
     OciRegistry registry_;
 };
+
+/// The fixtures' kvzoo model in 7 shards (tests/fixtures/kvzoo/t7), in order.
+std::vector<std::string> kvzoo_t7();
+/// The fixtures' kvzoo model cut in 3 shards under DIR/t15 (gguf-mount split
+/// --split-max-tensors 15, as gguf-split cuts it); fails the current test if it cannot be cut.
+std::vector<std::string> kvzoo_t15(const std::string& dir);
+/// tests/fixtures/tiny-llama/tiny-llama.gguf (one unsplit file).
+std::string tiny_llama();
+/// `a` followed by `b`.
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b);
+/// A dense model in 3 shards of 6 MiB (two cache blocks each) under DIR/dense; *want gets the
+/// sha256 of its local merge (gguf-mount merge). Fails the current test on errors.
+std::vector<std::string> dense_shards(const std::string& dir, std::string* want);
+/// Reads `path` in 1 MiB preads from its start until its end or an error: the errno of the
+/// error (0 at the end); *good gets the bytes read before it.
+int read_until_error(const std::string& path, uint64_t* good);
 
 /// tests/remote/oci/oci_push.py run with `args` (a layout or store target), the digest printed.
 std::string oci_push(const std::vector<std::string>& args);

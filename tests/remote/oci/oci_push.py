@@ -3,13 +3,15 @@
 then manifest PUT; OCI distribution-spec "Pushing blobs" / "Pushing manifests"), an OCI image
 layout or an Ollama store, in the layer flavours registries hold models in.
 
-  oci_push.py --flavour ollama|docker|modelpack [--names] [--order 3,1,2] [--index]
+  oci_push.py --flavour ollama|docker|modelpack [--names] [--order 3,1,2] [--index] [--oci-manifest]
               [--companion MEDIATYPE=FILE ...] (--registry HOST:PORT --repo R --tag T
               [--token TOKEN | --basic USER:PASS] | --layout DIR --tag T | --store DIR --name R --tag T)
               WEIGHT [WEIGHT ...]
 
 --names annotates every weight layer with its file name (org.cncf.model.filepath);
---order gives the layer order as 1-based positions of the WEIGHT arguments. Prints the manifest
+--order gives the layer order as 1-based positions of the WEIGHT arguments; --oci-manifest sends
+an Ollama model as an OCI image manifest (Ollama's registry sends Docker v2 schema 2, which
+skopeo refuses for its layer types). Prints the manifest
 digest. Only 127.0.0.1 registries are ever contacted (tests' rule).
 """
 import argparse
@@ -94,6 +96,7 @@ def main():
     p.add_argument("--names", action="store_true")
     p.add_argument("--order")
     p.add_argument("--index", action="store_true")
+    p.add_argument("--oci-manifest", action="store_true")
     p.add_argument("--companion", action="append", default=[])
     p.add_argument("--registry")
     p.add_argument("--repo")
@@ -106,7 +109,9 @@ def main():
     p.add_argument("--store-registry", default="registry.ollama.ai")
     p.add_argument("weights", nargs="+")
     a = p.parse_args()
-    f = FLAVOURS[a.flavour]
+    f = dict(FLAVOURS[a.flavour])
+    if a.oci_manifest:
+        f["manifest"] = "application/vnd.oci.image.manifest.v1+json"
 
     if a.registry:
         import base64
