@@ -922,6 +922,11 @@ def main():
                          "views: shard views (bench/views.py); kv: sidecar overrides (bench/kv.py); "
                          "large (not in the default): load modes of a >= 8 GiB model (bench/large.py; "
                          "17 GiB of disk)")
+    ap.add_argument("--large-rows", default="modes,folios,loaders,remote,memlimit",
+                    help="rows of the large section (bench/large.py): modes (load modes, file vs mount), folios "
+                         "(bench/trace-folios.sh), loaders (4 loaders at once), remote (time to first token from "
+                         "http, hf and s3 sources vs download-then-load), memlimit (the same under a memory cgroup "
+                         "limit below the model)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,22 +78,25 @@ def run_seconds(pid):
     return run / 1e9, wait / 1e9
 
 
-def first_token(prepare, cleanup=None, drop=None, mode=()):
+def first_token(prepare, cleanup=None, drop=None, mode=(), prefix=(), timeout=None):
     """One cold or warm measurement of node-llama-cpp's time to first token.
 
     `drop` (optional) runs first (drop caches, fill a warm cache), then node starts and loads its
     bindings (getLlama); only then the clock starts, `prepare()` runs (mount, download, merge...)
     and returns the model path, and node loads it and evaluates [BOS] up to the first token.
     `cleanup()` (optional) runs after node has exited (unmount). `mode`: extra arguments of
-    first-token.mjs ("no-mmap", "direct-io", "load-only"; "mmap" to give the first alone). Returns a dict:
+    first-token.mjs ("no-mmap", "direct-io", "load-only"; "mmap" to give the first alone). `prefix`: put
+    before node's command (memgroup.MemGroup.prefix(): node runs in that cgroup). `timeout`: seconds
+    from the model path's write on after which node is killed (RuntimeError "timed out"). Returns a dict:
     total_s (prepare + load + first token, by our clock), prepare_s, load_ms and eval_ms (node's), token,
     load_cpu_s and load_runq_s (node's CPU time and time waiting for a CPU from the model path's
     write to node's answer: run_seconds).
     Raises RuntimeError with node's stderr if the model does not load."""
     if drop:
         drop()
-    p = subprocess.Popen(["node", FIRST_TOKEN, CLIENTS] + list(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(list(prefix) + ["node", FIRST_TOKEN, CLIENTS] + list(mode), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = None
     try:
         line = p.stdout.readline()
         if '"ready"' not in line:
@@ -103,15 +107,23 @@ def first_token(prepare, cleanup=None, drop=None, mode=()):
         c1 = run_seconds(p.pid)
         p.stdin.write(path + "\n")
         p.stdin.flush()
+        if timeout:
+            timer = threading.Timer(timeout, p.kill)
+            timer.start()
         out = p.stdout.readline()
         t2 = time.monotonic()
         c2 = run_seconds(p.pid)
         if not out.strip():
-            raise RuntimeError("%s: node-llama-cpp did not load it: %s" % (path, p.stderr.read()[-2000:]))
+            if timeout and time.monotonic() - t1 >= timeout:
+                raise RuntimeError("%s: timed out after %d s" % (path, timeout))
+            raise RuntimeError("%s: node-llama-cpp did not load it (exit %s): %s" % (
+                path, p.wait(), p.stderr.read()[-2000:]))
         r = json.loads(out)
         p.stdin.close()
         p.wait(timeout=60)
     finally:
+        if timer:
+            timer.cancel()
         if p.poll() is None:
             p.kill()
             p.wait()

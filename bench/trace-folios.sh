@@ -3,7 +3,10 @@
 # map? Answers it with the kernel's own tracepoints (tracefs, root), for any files, e.g. the
 # merged file on a gguf-mount mount against one of its shards on ext4:
 #
-#   bench/trace-folios.sh MNT/model.gguf bench/data/shards8/model-00001-of-00008.gguf
+#   bench/trace-folios.sh [--bytes N] MNT/model.gguf bench/data/shards8/model-00001-of-00008.gguf
+#
+# --bytes N: read and touch only the first N bytes of each FILE (whole files by default; a 4 GiB
+# file makes ~1M order-0 insert events, more than the trace buffer holds on a FUSE file).
 #
 # For each FILE: drops the page cache, reads FILE once with read() (fills the cache the way a
 # loader that reads does), then mmaps it and touches one byte per 4 KiB page (llama.cpp's
@@ -16,7 +19,9 @@
 # bytes mapped per fault-around. Uses a private tracefs instance, removed on exit.
 set -euo pipefail
 
-[ $# -ge 1 ] || { echo "usage: $0 FILE..." >&2; exit 2; }
+limit=0
+if [ "${1:-}" = --bytes ]; then limit=${2:?--bytes needs N}; shift 2; fi
+[ $# -ge 1 ] || { echo "usage: $0 [--bytes N] FILE..." >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "trace-folios: needs root (tracefs, drop_caches)" >&2; exit 1; }
 
 tracefs=/sys/kernel/tracing
@@ -34,12 +39,15 @@ trap cleanup EXIT
 mkdir "$inst"
 echo 65536 >"$inst/buffer_size_kb"  # per CPU; a 4 GiB file makes ~1M order-0 insert events
 
-# One byte per page through a MAP_SHARED mapping, in order (no helper binary needed).
+# One byte per page through a MAP_SHARED mapping, in order (no helper binary needed), of the
+# first $2 bytes (0: all).
 touch_pages() {
-  python3 - "$1" <<'EOF'
+  python3 - "$1" "$2" <<'EOF'
 import mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 size = os.fstat(fd).st_size
+if int(sys.argv[2]) > 0:
+    size = min(size, int(sys.argv[2]))
 m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
 s = 0
 for off in range(0, size, 4096):
@@ -60,10 +68,14 @@ for f in "$@"; do
     echo 1 >"$inst/events/filemap/$e/enable"
   done
   echo 1 >"$inst/tracing_on"
-  cat "$f" >/dev/null
-  touch_pages "$f"
+  if [ "$limit" -gt 0 ]; then
+    head -c "$limit" "$f" >/dev/null
+  else
+    cat "$f" >/dev/null
+  fi
+  touch_pages "$f" "$limit"
   echo 0 >"$inst/tracing_on"
-  echo "== $f (dev $major:$minor, inode 0x$ino, $(stat -c %s "$f") bytes)"
+  echo "== $f (dev $major:$minor, inode 0x$ino, $(stat -c %s "$f") bytes, read: ${limit/#0/all})"
   awk -v dev="$major:$minor" -v ino="$ino" '
     /mm_filemap_add_to_page_cache/ && index($0, "dev " dev " ino " ino " ") {
       match($0, /order=[0-9]+/); o = substr($0, RSTART + 6, RLENGTH - 6) + 0
