@@ -42,7 +42,7 @@ GIB = float(1 << 30)
 ORG, REPO_NAME = "bench-org", "bench-llama"
 COMMIT = "1111111111111111111111111111111111111111"
 MEMLIMIT_BYTES = 3 << 29  # 1.5 GiB: half the mid model (2.9 GiB); --quick: 384 MiB (above its model: a smoke test)
-MEMLIMIT_TIMEOUT = 600  # seconds from the model path's write to node giving up
+MEMLIMIT_TIMEOUT = 300  # seconds from the model path's write to node giving up
 PATHS = ("mount", "download")
 SOURCES = ("http", "hf", "s3")
 CURL = ["curl", "-sSf", "--noproxy", "*"]
@@ -226,6 +226,7 @@ class Path:
         self.out = os.path.join(base, "dl-" + source)
         self.mnt = os.path.join(b.data, "mnt", "large-remote")
         self.p = None
+        self.daemon_cpu = None  # CPU seconds of the daemon from readable to unmount (the last mount)
 
     def reset(self):
         """Nothing cached: an empty block cache, no download."""
@@ -238,6 +239,7 @@ class Path:
                 "large-remote-" + self.source, self.prefix + [self.b.gm, "-f", "--log-level", "warn", "--cache-dir",
                                                               self.cache, self.srv.mount_source(self.source), self.mnt],
                 self.mnt, os.path.join(self.mnt, "llama.gguf"), self.srv.env(self.source))
+            self.cpu0 = _cpu_seconds(self.p.pid)
             return os.path.join(self.mnt, "llama.gguf")
         first = os.path.join(self.out, self.srv.names[0])
         if not os.path.exists(first):
@@ -247,15 +249,28 @@ class Path:
 
     def cleanup(self):
         if self.p:
+            self.daemon_cpu = _cpu_seconds(self.p.pid) - self.cpu0
             _umount(self.b, self.mnt, self.p)
             self.p = None
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (0 when gone)."""
+    try:
+        f = open("/proc/%d/stat" % pid).read().rsplit(") ", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _one(b, pth, state, timeout=None):
-    """One time-to-first-token measurement (rc.first_token) of Path `pth` in `state`."""
+    """One time-to-first-token measurement (rc.first_token) of Path `pth` in `state`; with the
+    daemon's CPU seconds (daemon_cpu_s) for a mount."""
     if state == "cold":
         pth.reset()
+    pth.daemon_cpu = None
     r = rc.first_token(pth.prepare, pth.cleanup, b.drop_caches, prefix=pth.prefix, timeout=timeout)
+    r["daemon_cpu_s"] = pth.daemon_cpu
     return r
 
 
@@ -327,7 +342,7 @@ def tables(v):
                   "download / mount (target >= 1.0). Cold: page cache dropped, block cache empty; cached: page cache "
                   "dropped, the mount's block cache filled by the cold run / the shards already downloaded. "
                   "In parentheses: seconds until the model path was ready (mount readable / curl done), "
-                  "`loadModel`, first token." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
+                  "`loadModel`, first token; for the mount also the daemon's CPU seconds." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
                   "", "| source | cache | mount s (ready, load, eval) | download then load s (ready, load, eval) "
                   "| download / mount |", "|---|---|---|---|---|"]
         for source, runs in rem["sources"].items():
@@ -338,16 +353,18 @@ def tables(v):
                     rs = runs["%s %s" % (k, state)]
                     t = [r["total_s"] for r in rs]
                     meds[k] = _med(t)
-                    cells.append("%.2f (%.2f–%.2f) (%.2f, %.2f, %.2f)" % (
+                    cpu = [r["daemon_cpu_s"] for r in rs if r.get("daemon_cpu_s") is not None]
+                    cells.append("%.2f (%.2f–%.2f) (%.2f, %.2f, %.2f%s)" % (
                         meds[k], min(t), max(t), _med([r["prepare_s"] for r in rs]),
-                        _med([r["load_ms"] for r in rs]) / 1000, _med([r["eval_ms"] for r in rs]) / 1000))
+                        _med([r["load_ms"] for r in rs]) / 1000, _med([r["eval_ms"] for r in rs]) / 1000,
+                        "; daemon CPU %.1f" % _med(cpu) if cpu else ""))
                 lines.append("| %s | %s | %s | %s | **%.2f** |" % (source, state, cells[0], cells[1],
                                                                  meds["download"] / meds["mount"]))
         lines.append("")
     ml = v.get("memlimit")
     if ml:
         lines += ["**Memory-limited** (http source, cold): every process of the path (daemon or curl, and the loader) "
-                  "in one memory cgroup limited to %.2f GiB, below the %.2f GiB model; time limit %d s per run:" % (
+                  "in one memory cgroup limited to %.2f GiB (the model: %.2f GiB); time limit %d s per run:" % (
                       ml["limit_bytes"] / GIB, ml["model_bytes"] / GIB, ml["timeout_s"]), "",
                   "| path | runs | completed | seconds (load, first token) | OOM kills | peak page cache in the group GiB |",
                   "|---|---|---|---|---|---|"]
