@@ -229,9 +229,9 @@ class Path:
         self.daemon_cpu = None  # CPU seconds of the daemon from readable to unmount (the last mount)
 
     def reset(self):
-        """Nothing cached: an empty block cache, no download."""
-        shutil.rmtree(self.cache, ignore_errors=True)
-        shutil.rmtree(self.out, ignore_errors=True)
+        """Nothing cached: this path's own state only (the mount's block cache, or the download),
+        so that the other path's cold run does not empty this one's cache."""
+        shutil.rmtree(self.cache if self.path == "mount" else self.out, ignore_errors=True)
 
     def prepare(self):
         if self.path == "mount":
