@@ -121,7 +121,7 @@ def trace_folios(b, merged, shard, log):
         out[name] = {"folio_kib": shares, "faults": int(faults.group(1)) if faults else None,
                      "fault_around_kib": int(around.group(1)) if around else None}
     m = out.get("mount", {}).get("folio_kib", {})
-    out["large_folios_on_fuse"] = any(k > 4 and v > 0 for k, v in m.items())
+    out["large_folios_on_fuse"] = any(int(k) > 4 and v > 0 for k, v in m.items())
     log("folios: " + folio_verdict(out))
     return out
 
@@ -131,7 +131,7 @@ def folio_verdict(f):
     if "error" in f:
         return "FUSE large folios: not measured (%s)" % f["error"].splitlines()[-1]
     def share(name):
-        return ", ".join("%d KiB %.1f %%" % (k, v) for k, v in sorted(f[name]["folio_kib"].items()))
+        return ", ".join("%d KiB %.1f %%" % (k, v) for k, v in sorted((int(k), v) for k, v in f[name]["folio_kib"].items()))
     return "FUSE large folios: **%s** (merged file through the mount: %s; shard on the local file system: %s)" % (
         "yes" if f["large_folios_on_fuse"] else "no", share("mount") or "none", share("file") or "none")
 
