@@ -265,7 +265,7 @@ int run_check(int argc, char** argv) {
         ("extra", "unexpected arguments", cxxopts::value<std::vector<std::string>>());
     // clang-format on
     options.parse_positional({"source", "extra"});
-    add_remote_options(options, "URL, hf:// or s3://: ");
+    add_remote_options(options, "URL, hf://, s3://, oci://: ");
     add_kv_override_options(options);
     add_split_view_options(options);
     std::string source;

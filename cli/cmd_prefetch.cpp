@@ -84,7 +84,7 @@ std::vector<std::shared_ptr<const remote::RemoteSource>> served_sources(Resolved
                                                                    source->shown + "' checks every blob's digest");
     }
     if (!source->remote()) {
-        throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s)://, hf:// or s3:// source "
+        throw gguf::Error(gguf::Code::BadArgument, source->argument + ": not an http(s)://, hf://, s3://, oci:// or ollama:// source "
                                                                       "(prefetch fills the cache of remote sources "
                                                                       "only)");
     }

@@ -27,7 +27,7 @@ void print_usage() {
         "  gguf-mount merge [options] SHARD1 OUT        merge a split set like gguf-split --merge\n"
         "                                               (SHARD1 may be a URL: a resumable download)\n"
         "  gguf-mount prefetch [options] URL            fill the block cache for --offline mounts\n"
-        "                                               (URL: http(s)://, hf://... or s3://...)\n"
+        "                                               (http(s)://, hf://, s3://, oci://, ollama://)\n"
         "  gguf-mount cache list|trim|clear [options]   what the block cache holds per source; trim it\n"
         "  gguf-mount umount [--lazy] MOUNTPOINT        unmount (fusermount3 -u; also 'unmount')\n"
         "\n"

@@ -144,16 +144,30 @@ Challenge parse_challenge(const std::string& header) {
     return ch;
 }
 
+namespace {
+
+/// True when libcurl's error text `error` is a TLS failure (a plain-http registry asked over
+/// https answers the handshake with garbage), where --plain-http may be what was meant; not
+/// for a name that does not resolve or a port nobody listens on.
+bool tls_failure(const std::string& error) {
+    return error.find("SSL") != std::string::npos || error.find("TLS") != std::string::npos;
+}
+
+}  // namespace
+
 Auth::Auth(Reference ref, HttpOptions http, CredentialLookup lookup)
     : ref_(std::move(ref)), http_(std::move(http)), lookup_(std::move(lookup)) {}
 
 void Auth::discover() {
     const std::string url = ref_.base_url() + "/v2/";
     SmallAnswer a = small_get(url, "", http_);
-    if (!a.error.empty())
-        throw gguf::Error(gguf::Code::Io, ref_.shown() + ": registry " + ref_.base_url() + " cannot be reached: " +
-                                              a.error + (ref_.plain_http ? "" : " (a registry without TLS: --plain-http)"),
-                          EIO);
+    if (!a.error.empty()) {
+        const std::string hint = !ref_.plain_http && tls_failure(a.error)
+                                     ? " (a registry without TLS: --plain-http)"
+                                     : " (--offline serves what an earlier mount or prefetch cached)";
+        throw gguf::Error(gguf::Code::Io,
+                          ref_.shown() + ": registry " + ref_.base_url() + " cannot be reached: " + a.error + hint, EIO);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (a.status == 401) challenge_ = parse_challenge(a.www_authenticate);
     spdlog::debug("{}: /v2/ answered {} ({} authorization)", ref_.registry, a.status,
@@ -165,7 +179,8 @@ std::string Auth::credential_source() const {
     if (!credentials_looked_) return "";
     if (!credentials_.source.empty()) return "credentials from " + credentials_.source;
     return "anonymous: no credentials for " + ref_.registry + " in " +
-           (credentials_.tried.empty() ? std::string("(no file: DOCKER_CONFIG, HOME unset)") : credentials_.tried);
+           (credentials_.tried.empty() ? std::string("(no file: DOCKER_CONFIG, HOME unset)") : credentials_.tried) +
+           " (docker login, podman login or skopeo login " + ref_.registry + " writes them)";
 }
 
 void Auth::look_up_credentials() {

@@ -215,11 +215,19 @@ Credentials find_credentials(const std::string& registry, const CredentialLookup
     std::string docker = get(lookup, "DOCKER_CONFIG");
     if (docker.empty() && !get(lookup, "HOME").empty()) docker = get(lookup, "HOME") + "/.docker";
     if (!docker.empty()) files.push_back(docker + "/config.json");
+    // containers-auth.json(5): the primary file (REGISTRY_AUTH_FILE, else the runtime
+    // directory's; with XDG_RUNTIME_DIR unset, as in a root shell, containers/image and so
+    // podman, skopeo and buildah write /run/containers/UID/auth.json), then the config home's.
     if (std::string f = get(lookup, "REGISTRY_AUTH_FILE"); !f.empty()) {
         files.push_back(f);
     } else if (std::string x = get(lookup, "XDG_RUNTIME_DIR"); !x.empty()) {
         files.push_back(x + "/containers/auth.json");
+    } else {
+        files.push_back("/run/containers/" + std::to_string(lookup.uid) + "/auth.json");
     }
+    std::string config_home = get(lookup, "XDG_CONFIG_HOME");
+    if (config_home.empty() && !get(lookup, "HOME").empty()) config_home = get(lookup, "HOME") + "/.config";
+    if (!config_home.empty()) files.push_back(config_home + "/containers/auth.json");
     for (const std::string& f : files) {
         c.tried += (c.tried.empty() ? "" : "; ") + f;
         if (look_in(f, registry, lookup, &c)) return c;

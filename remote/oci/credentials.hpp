@@ -1,6 +1,7 @@
 // Registry credentials where Docker and podman keep them: $DOCKER_CONFIG/config.json (default
 // ~/.docker/config.json), then REGISTRY_AUTH_FILE or $XDG_RUNTIME_DIR/containers/auth.json
-// (containers-auth.json(5), the same form). In each file, as Docker's cli/config/credentials
+// (/run/containers/UID/auth.json without XDG_RUNTIME_DIR), then
+// ${XDG_CONFIG_HOME:-~/.config}/containers/auth.json (containers-auth.json(5), the same form). In each file, as Docker's cli/config/credentials
 // reads it: the credential helper of the registry ("credHelpers": {"HOST": "NAME"}), else the
 // default one ("credsStore": "NAME"), each run as `docker-credential-NAME get` with the
 // registry's server address on its standard input (docker-credential-helpers' protocol: JSON
@@ -10,6 +11,9 @@
 // written; no value is ever logged or put in a message (only the file's path and the helper's
 // name).
 #pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -26,6 +30,8 @@ struct CredentialLookup {
     /// How long a credential helper may run before it is killed (the S3 credential_process's
     /// bound, remote/s3/credential_process.hpp).
     std::chrono::milliseconds helper_timeout{std::chrono::seconds(60)};
+    /// The user whose /run/containers/UID/auth.json is read when XDG_RUNTIME_DIR is unset.
+    uid_t uid = ::geteuid();
 };
 
 /// Credentials for one registry.

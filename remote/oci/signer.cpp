@@ -30,7 +30,9 @@ std::string describe_registry_error(const Reference& ref, long status, const std
     }
     std::string advice;
     if (code == "NAME_UNKNOWN") advice = "the registry has no repository " + ref.repository;
-    else if (code == "MANIFEST_UNKNOWN") advice = "the repository has no manifest " + ref.reference();
+    // Registry 2.8 answers MANIFEST_UNKNOWN for a repository it does not have, too.
+    else if (code == "MANIFEST_UNKNOWN")
+        advice = "no manifest " + ref.reference() + " in " + ref.repository + " (no such tag, or no such repository)";
     else if (code == "UNAUTHORIZED")
         advice = credential_source.empty() ? "the registry wants credentials (docker login / podman login)"
                                            : credential_source;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 
 #include "gguf/error.hpp"
@@ -232,8 +233,8 @@ TEST(OciChallenge, ChallengesParseAndRegistryErrorsNameTheReference) {
 
     Reference r = parse_reference("oci://127.0.0.1:5000/ns/m:v1", true);
     EXPECT_EQ(describe_registry_error(r, 404, R"({"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]})", ""),
-              "127.0.0.1:5000/ns/m:v1: MANIFEST_UNKNOWN: manifest unknown (HTTP 404); the repository has no "
-              "manifest v1");
+              "127.0.0.1:5000/ns/m:v1: MANIFEST_UNKNOWN: manifest unknown (HTTP 404); no manifest v1 in ns/m (no "
+              "such tag, or no such repository)");
     EXPECT_EQ(describe_registry_error(r, 401, "", "anonymous: no credentials for 127.0.0.1:5000 in /x/config.json"),
               "127.0.0.1:5000/ns/m:v1: UNAUTHORIZED (HTTP 401); anonymous: no credentials for 127.0.0.1:5000 in "
               "/x/config.json");
@@ -260,6 +261,29 @@ TEST(OciCredentials, DockerConfigAuthsAndPodmanAuthFileAreFoundByHost) {
     c = find_credentials("127.0.0.1:8000", l);
     EXPECT_FALSE(c.found());
     EXPECT_EQ(c.tried, dir + "/config.json; " + dir + "/auth.json");
+}
+
+
+TEST(OciCredentials, WithoutARuntimeDirectoryPodmansRunFileThenTheConfigHomesAuthFileAreRead) {
+    // skopeo/podman login in a root shell (no XDG_RUNTIME_DIR) writes /run/containers/UID/auth.json;
+    // ~/.config/containers/auth.json comes after it (containers-auth.json(5)).
+    gguf_test::TempDir tmp;
+    const std::string dir = tmp.path();
+    std::filesystem::create_directories(dir + "/cfg/containers");
+    gguf_test::write_file(dir + "/cfg/containers/auth.json", R"({"auths":{"127.0.0.1:7000":{"auth":"YTpi"}}})");
+    std::map<std::string, std::string> env{{"DOCKER_CONFIG", dir}, {"XDG_CONFIG_HOME", dir + "/cfg"}};
+    CredentialLookup l{[&](const std::string& n) { return env.count(n) ? env[n] : std::string(); }};
+    l.uid = 4242;  // no such folder under /run/containers: looked for, not found
+    Credentials c = find_credentials("127.0.0.1:7000", l);
+    EXPECT_EQ(c.username, "a");
+    EXPECT_EQ(c.source, dir + "/cfg/containers/auth.json");
+    EXPECT_EQ(c.tried, dir + "/config.json; /run/containers/4242/auth.json; " + dir + "/cfg/containers/auth.json");
+    // HOME alone: ~/.config is the config home.
+    env = {{"HOME", dir + "/home"}};
+    c = find_credentials("127.0.0.1:8000", l);
+    EXPECT_FALSE(c.found());
+    EXPECT_EQ(c.tried, dir + "/home/.docker/config.json; /run/containers/4242/auth.json; " + dir +
+                           "/home/.config/containers/auth.json");
 }
 
 

@@ -15,7 +15,7 @@ a new "refresh_token" (TOKEN-r1, TOKEN-r1-r1, ...) and accepts only the newest o
 
 Anonymous requests get pull on every repository not listed in --private; --users' Basic
 credentials get pull everywhere. --early moves exp that many seconds before the expires_in said
-(registry 2.8 accepts a token up to 60 s past exp). Each request is one JSON line in
+(registry 2.8 accepts a token up to 60 s past exp), except for a scope ending in ",push". Each request is one JSON line in
 DIR/token.log (method, path, scope, whether it had credentials, the user, the grant type and
 client_id: never the password or a token).
 Listens on 127.0.0.1 only.
@@ -149,7 +149,10 @@ def main():
                 access.append({"type": "repository", "name": name, "actions": ["pull", "push"]})
         now = int(time.time())
         claims = {"iss": "gguf-test-issuer", "sub": user or "", "aud": service,
-                  "exp": now + a.expires_in - a.early, "nbf": now - 10, "iat": now,
+                  # A push token (the tests' own uploads) is not moved early: an upload on a
+                  # loaded machine may take longer than the short life a test gives pull tokens.
+                  "exp": now + a.expires_in - (0 if scope.endswith(",push") else a.early),
+                  "nbf": now - 10, "iat": now,
                   "jti": b64url(os.urandom(12)), "access": access}
         header = {"typ": "JWT", "alg": "RS256", "x5c": [keys.x5c]}
         signing = (b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())).encode()
