@@ -391,7 +391,7 @@ class Oci:
                 p, _, dt = self.mount(self.ref(self.token_host), self.oci_args(cache), MERGED, gm)
                 self.umount(p)
                 out.append(dt)
-            self.log("oci open7 run %d/%d: %.3f s%s" % (i + 1, self.runs, dt, " (ref %.3f s)" % ref_times[-1]
+            self.log("oci open7 run %d/%d: %.3f s%s" % (i + 1, self.runs, times[-1], " (ref %.3f s)" % ref_times[-1]
                                                           if ref_times else ""))
         tokens = [json.loads(l) for l in open(os.path.join(self.run_dir, "tokens", "token.log")) if l.strip()]
         med = statistics.median(times)
