@@ -195,7 +195,7 @@ TEST_F(OciMount, ABlobCorruptedInTheRegistrysStorageIsEioWithBothDigestsLoggedAn
 
 TEST_F(OciMount, ACachedRemountServesVerifiedBlobsWithoutHashingThemAgainAndHashesWhatItMustFetch) {
     ASSERT_NO_FATAL_FAILURE(start_registry());
-    ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--repo", "ai/kvzoo"}, kvzoo7())).empty());
+    ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--repo", "ai/kvzoo"}, kvzoo_t7())).empty());
     const std::string source = ref("ai/kvzoo");
     const std::string not_again = "checked against its sha256 before: not hashed again";
     // The first mount fetches and checks every blob.
@@ -210,8 +210,8 @@ TEST_F(OciMount, ACachedRemountServesVerifiedBlobsWithoutHashingThemAgainAndHash
     EXPECT_EQ(mount_test::lines_with(log(), not_again).size(), 7u) << log();
     // A blob whose blocks left the cache is fetched and hashed again: the registry now holds wrong
     // bytes for shard 4, and they are refused.
-    const std::string expected = gguf_test::sha256_file(kvzoo7()[3]);
-    const std::string wrong = corrupt_blob(registry_, kvzoo7()[3], 100);
+    const std::string expected = gguf_test::sha256_file(kvzoo_t7()[3]);
+    const std::string wrong = corrupt_blob(registry_, kvzoo_t7()[3], 100);
     for (const auto& object : fs::directory_iterator(cache_ + "/v1/objects")) {
         for (const auto& block : fs::directory_iterator(object.path())) fs::remove(block.path());
     }
