@@ -25,6 +25,7 @@ import time
 
 import kv
 import large
+import oci
 import real_client as rc
 import views
 
@@ -610,7 +611,7 @@ class Bench:
         env = self.environment()
         env["load_start"] = loadavg()
         self.results["env"] = env
-        if set(self.a.sections.split(",")) - {"llama", "large"}:  # those two make their own models
+        if set(self.a.sections.split(",")) - {"llama", "large", "oci"}:  # those make their own models
             self.gen_data()
             env["model_bytes"] = self.model_size
         if "matrix" in self.a.sections:
@@ -627,10 +628,13 @@ class Bench:
             kv.run_kv(self, log)
         if "large" in self.a.sections:
             large.run_large(self, log)
+        if "oci" in self.a.sections.split(","):
+            oci.run_oci(self, log)
         env["load_end"] = loadavg()
         env["load_samples_1min"] = self.load_samples
         env["wall_seconds"] = round(time.time() - t0)
-        write_reports(self.results, self.a.out, self.a.name)
+        if self.a.sections != "oci" or self.a.name_given:  # the oci section alone writes only oci-DATE.*
+            write_reports(self.results, self.a.out, self.a.name)
 
 
 # ---- reporting -----------------------------------------------------------------------------
@@ -775,6 +779,7 @@ def write_reports(res, outdir, name):
     lines += views.views_table(res)
     lines += kv.kv_table(res)
     lines += large.large_table(res)
+    lines += oci.oci_table(res)
     lines += targets_table(res)
     md = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, name + ".md"), "w") as f:
@@ -917,11 +922,14 @@ def main():
                     help="comma list of extra mmap-touch rows with that madvise advice before touching "
                          "(direct and gguf-mount only); empty for none")
     ap.add_argument("--skip-states", default="", help="e.g. 'warm' or 'cold'")
-    ap.add_argument("--sections", default="matrix,startup,offline,llama,views,kv",
+    ap.add_argument("--sections", default="matrix,startup,offline,llama,views,kv,oci",
                     help="llama: node-llama-cpp load + first token (needs node >= 20; tests/clients npm packages); "
                          "views: shard views (bench/views.py); kv: sidecar overrides (bench/kv.py); "
                          "large (not in the default): load modes of a >= 8 GiB model (bench/large.py; "
-                         "17 GiB of disk)")
+                         "17 GiB of disk); oci: OCI registry rows (bench/oci.py: docker-registry on "
+                         "127.0.0.1, a 1.2 GiB model in 7 layers; writes bench/results/oci-DATE.*)")
+    ap.add_argument("--oci-ref-gm", default=None, help="oci: another gguf-mount build measured in the same runs (A/B)")
+    ap.add_argument("--oci-verbose", action="store_true", help="oci: daemons log at debug level (DATA/oci/run/daemon.log)")
     ap.add_argument("--large-rows", default="modes,folios,loaders,remote,memlimit",
                     help="rows of the large section (bench/large.py): modes (load modes, file vs mount), folios "
                          "(bench/trace-folios.sh), loaders (4 loaders at once), remote (time to first token from "
@@ -941,6 +949,7 @@ def main():
     if a.runs is None:
         a.runs = 3 if a.quick else 5
     a.rand_count = 1024 if a.quick else 4096
+    a.name_given = a.name is not None
     if a.name is None:
         a.name = "quick" if a.quick else platform.release()
     b = Bench(a)

@@ -2,7 +2,8 @@
 # gguf-mount benchmark, one command from a fresh clone:
 #   bench/run.sh                 full run (~4 GiB model, 5 runs per cell; ~31 min on 2 vCPUs)
 #   bench/run.sh --sections S,S  only those sections (bench/bench.py --help: matrix, startup, offline,
-#                                llama, views, kv; large, not in the default: a 8.5 GiB model)
+#                                llama, views, kv, oci (OCI registry rows, bench/oci.py); large, not in
+#                                the default: a 8.5 GiB model)
 #   bench/run.sh --quick         smoke test (512 MiB model, 3 runs; data in bench/data/quick)
 #   bench/run.sh --data DIR      keep the generated data in DIR (default bench/data, git-ignored;
 #                                or set GGUF_BENCH_DATA); data is generated once and reused
@@ -68,7 +69,7 @@ fi
 # Dependencies (Debian 12).
 scripts/install-deps.sh
 need=()
-for p in gnuplot-nox util-linux python3 fuse3; do
+for p in gnuplot-nox util-linux python3 fuse3 curl docker-registry; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

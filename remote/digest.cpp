@@ -68,7 +68,10 @@ void SequentialCheck::compare() const {
     finished_ = true;
     settled_ = true;
     const std::string got = hash_.hex();
-    if (got == expected_) return;
+    if (got == expected_) {
+        if (hooks_.on_match) hooks_.on_match();
+        return;
+    }
     error_ = hooks_.describe(got);
     failed_ = true;
     if (hooks_.on_mismatch) hooks_.on_mismatch();

@@ -66,6 +66,7 @@ public:
         Reader read;                                         ///< the source's own pread
         std::function<std::string(const std::string&)> describe;  ///< the mismatch line, given the hash got
         std::function<void()> on_mismatch;                   ///< e.g. drop the object's cached blocks; may be empty
+        std::function<void()> on_match;                      ///< e.g. record the check in the cache; may be empty
     };
     /// A read that starts up to this far past the bytes hashed so far has the bytes in between
     /// read and hashed first (requests of one reader arrive out of order from several FUSE

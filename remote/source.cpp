@@ -142,6 +142,11 @@ uint64_t RemoteSource::first_uncached_block() const noexcept {
     return n;
 }
 
+void RemoteSource::load_first_block() const noexcept {
+    char byte;
+    (void)blocks_->read(&byte, 1, 0);  // not hashed: the check hashes block 0 at the planning's read
+}
+
 ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexcept {
     if (digest_ && digest_->failed()) return -EIO;  // wrong bytes (verify_sha256)
     const ssize_t r = blocks_->read(dst, len, offset);

@@ -99,8 +99,26 @@ public:
     /// Arms the in-order check of open_known for a source opened otherwise (open: a Hub
     /// resolve URL whose lfs.oid its folder's tree gives): sets sha256() to `sha256` (64
     /// lowercase hex) and checks it as open_known's sources are. Call before the first read;
-    /// "" leaves the source unchecked. Never throws but std::bad_alloc.
+    /// "" leaves the source unchecked. Not armed when this version's bytes hashed to `sha256`
+    /// before (a check of this cache recorded it: kVerifiedRecord) and every block is in the
+    /// cache now: those blocks are served as they were checked (each block file's own checksum
+    /// is still verified at its first read by this process), so a cached remount does not hash
+    /// every byte again (SHA-256 was 68 % of the daemon's CPU of a cached remount of an
+    /// oci:// model, bench/README.md "OCI registries"). A block that leaves the cache while
+    /// mounted and is fetched again is then served unchecked, as a random reader's bytes are.
+    /// Never throws but std::bad_alloc.
     void expect_sha256(std::string sha256);
+    /// Prefix of the cache record (BlockCache::save_listing) naming an object version whose
+    /// bytes hashed to its expected SHA-256 (the record holds that hex digest): written when a
+    /// check (expect_sha256, verify_sha256) matched.
+    static constexpr const char* kVerifiedRecord = "sha256-verified ";
+    /// Makes block 0 available on the calling thread: fetched (and stored) unless it is cached,
+    /// in which case it is read and checked once (BlockCache::read's rule). For a caller that
+    /// opened many sources without a request (open_known) and plans them next: a mount's
+    /// planning reads every shard's header in turn, on one thread, before threads of the
+    /// context are allowed, so call it for all of them at once (gguf::for_each_parallel).
+    /// Failures are left to the planning's own read (which reports them). Never throws.
+    void load_first_block() const noexcept;
     /// The in-order check of open_known (SequentialCheck::kWindow, kTail): the bytes in between
     /// of a read up to this far past the hashed ones are read (from memory or the cache, as a
     /// read-ahead holds them) and hashed first; once the hashed bytes reach the tail, the rest
@@ -125,8 +143,11 @@ private:
     RemoteSource(std::shared_ptr<RemoteContext> context, const std::string& url, ObjectInfo info, bool size_only,
                  const std::string& key_name = {});
 
-    /// Sets up the check of verify_sha256 (`whole`) or expect_sha256; before reads start.
+    /// Sets up the check of verify_sha256 (`whole`) or expect_sha256; before reads start. A
+    /// match is recorded in the cache (kVerifiedRecord).
     void arm_check(std::string sha256, bool whole);
+    /// True when the cache recorded that this version hashed to sha256_ and holds every block.
+    bool verified_before() const noexcept;
 
     std::shared_ptr<RemoteContext> context_;  // first: let go last
     std::string name_;                        // the URL without credentials or query

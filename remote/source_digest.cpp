@@ -1,7 +1,10 @@
 // RemoteSource's whole-object SHA-256 check (verify_sha256, expect_sha256): the bytes readers
 // get, hashed in offset order as they pass (remote::SequentialCheck).
 #include <memory>
+#include <optional>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "remote/source.hpp"
 
@@ -16,6 +19,7 @@ void RemoteSource::arm_check(std::string sha256, bool whole) {
                " (wrong bytes from the server or its CDN); its cached blocks were dropped";
     };
     hooks.on_mismatch = [this] { drop_cached(); };
+    hooks.on_match = [this] { context_->cache().save_listing(kVerifiedRecord + blocks_->key(), digest_->expected()); };
     digest_ = std::make_unique<SequentialCheck>(std::move(sha256), whole, size(), name_, std::move(hooks));
 }
 
@@ -23,7 +27,21 @@ void RemoteSource::verify_sha256(std::string sha256) { arm_check(std::move(sha25
 
 void RemoteSource::expect_sha256(std::string sha256) {
     sha256_ = std::move(sha256);
-    if (!sha256_.empty()) arm_check(sha256_, false);
+    if (sha256_.empty()) return;
+    if (verified_before()) {
+        spdlog::debug("{}: every block cached and checked against its sha256 before: not hashed again", name_);
+        return;
+    }
+    arm_check(sha256_, false);
+}
+
+bool RemoteSource::verified_before() const noexcept {
+    try {
+        const std::optional<std::string> record = context_->cache().load_listing(kVerifiedRecord + blocks_->key());
+        return record && *record == sha256_ && first_uncached_block() == block_count();
+    } catch (...) {
+        return false;
+    }
 }
 
 std::string RemoteSource::sha256_error() const { return digest_ ? digest_->error() : std::string(); }

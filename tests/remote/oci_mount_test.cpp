@@ -193,6 +193,35 @@ TEST_F(OciMount, ABlobCorruptedInTheRegistrysStorageIsEioWithBothDigestsLoggedAn
     EXPECT_FALSE(fs::exists(out));
 }
 
+TEST_F(OciMount, ACachedRemountServesVerifiedBlobsWithoutHashingThemAgainAndHashesWhatItMustFetch) {
+    ASSERT_NO_FATAL_FAILURE(start_registry());
+    ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--repo", "ai/kvzoo"}, kvzoo_t7())).empty());
+    const std::string source = ref("ai/kvzoo");
+    const std::string not_again = "checked against its sha256 before: not hashed again";
+    // The first mount fetches and checks every blob.
+    ASSERT_TRUE(mount(concat(args(), {"-v"}), source)) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(log().find(not_again), std::string::npos) << log();
+    // Remounted: the 7 blobs are served from the checked cache, none hashed again.
+    ASSERT_TRUE(mount(concat(args(), {"-v"}), source)) << log();
+    EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/kvzoo.gguf"), mount_test::kKvzooMergedSha256) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    EXPECT_EQ(mount_test::lines_with(log(), not_again).size(), 7u) << log();
+    // A blob whose blocks left the cache is fetched and hashed again: the registry now holds wrong
+    // bytes for shard 4, and they are refused.
+    const std::string expected = gguf_test::sha256_file(kvzoo_t7()[3]);
+    const std::string wrong = corrupt_blob(registry_, kvzoo_t7()[3], 100);
+    for (const auto& object : fs::directory_iterator(cache_ + "/v1/objects")) {
+        for (const auto& block : fs::directory_iterator(object.path())) fs::remove(block.path());
+    }
+    EXPECT_FALSE(mount(args(), source));
+    EXPECT_NE(log().find("sha256 mismatch: expected " + expected + " (the layer's digest), the 589216 bytes received "
+                         "hash to " + wrong),
+              std::string::npos)
+        << log();
+}
+
 TEST_F(OciMount, ASmallCorruptedBlobHidesItsModelAndTheMountIsRefusedNamingBothDigests) {
     ASSERT_NO_FATAL_FAILURE(start_registry());
     ASSERT_FALSE(registry_.push(concat({"--flavour", "ollama", "--repo", "library/kvzoo", "--tag", "t7"}, kvzoo_t7())).empty());
