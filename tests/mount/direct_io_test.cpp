@@ -128,8 +128,10 @@ TEST_F(DirectIo, ODirectLoadThroughTheMountIsByteExactAndLeavesTheShardsUncached
     EXPECT_EQ(gguf_test::sha256_hex(bytes), merged_sha);
     for (const auto& s : shards) {
         // Before the daemon read an O_DIRECT client's bytes with O_DIRECT, the whole shard
-        // (24 MiB) was cached here.
-        EXPECT_LE(cached_bytes(s), kProbeSlack) << s << ": an O_DIRECT load through the mount left shard pages cached";
+        // (24 MiB) was cached here. Readahead of the RWF_DONTCACHE reads of requests that span
+        // two shards can leave a few MiB that no read consumed (9 MiB seen once under ctest -j2
+        // on 2 shared cores; at most 4 MiB when run alone): half the shard is the bound.
+        EXPECT_LE(cached_bytes(s), uint64_t{12} << 20) << s << ": an O_DIRECT load through the mount left shard pages cached";
     }
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 }

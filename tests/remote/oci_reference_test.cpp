@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -326,7 +327,8 @@ TEST(OciCredentials, HelpersAnswerForTheirRegistriesThenTheStoreAndAuthsAreTheFa
     EXPECT_EQ(c.source, dir + "/config.json");
     c = find_credentials("127.0.0.1:8000", l);
     EXPECT_FALSE(c.found());
-    EXPECT_EQ(c.tried, dir + "/config.json; docker-credential-store (credsStore in " + dir + "/config.json)");
+    EXPECT_EQ(c.tried, dir + "/config.json; docker-credential-store (credsStore in " + dir +
+                           "/config.json); /run/containers/" + std::to_string(::geteuid()) + "/auth.json");
     // A helper past its timeout is killed; a name with a '/' is never run.
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_FALSE(find_credentials("127.0.0.1:5001", l).found());
