@@ -1,5 +1,7 @@
 #include "remote/oci/credentials.hpp"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -162,7 +164,22 @@ bool ask_helper(const std::string& name, const std::string& key, const std::stri
 
 /// Looks in one file; true when credentials of `registry` were found (an entry that holds no
 /// usable credentials gets a warning).
+/// Bound on a credentials file's size (bytes): the AWS files' bound.
+constexpr off_t kMaxCredentialFileBytes = off_t{1} << 20;
+
 bool look_in(const std::string& path, const std::string& registry, const CredentialLookup& lookup, Credentials* c) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;  // absent: the next file
+    // The file speaks for whoever may write it (and names helper programs to run): the
+    // ownership rule of the AWS files and helpers (remote/helper_process.hpp).
+    if (const std::string why = ownership_problem(path, "the registry credentials file"); !why.empty()) {
+        spdlog::warn("{}", why);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxCredentialFileBytes) {
+        spdlog::warn("{}: not a regular file of at most 1 MiB; its registry credentials are not used", path);
+        return false;
+    }
     std::ifstream in(path);
     if (!in) return false;
     std::stringstream ss;

@@ -265,6 +265,22 @@ TEST(OciCredentials, DockerConfigAuthsAndPodmanAuthFileAreFoundByHost) {
 }
 
 
+TEST(OciCredentials, AConfigFileOthersMayWriteIsNotUsed) {
+    // Whoever may write a credentials file speaks for it (and names the helpers it runs).
+    gguf_test::TempDir tmp;
+    const std::string dir = tmp.path();
+    gguf_test::write_file(dir + "/config.json", R"({"auths":{"127.0.0.1:5000":{"auth":"dXNlcjpwYXNz"}}})");
+    std::map<std::string, std::string> env{{"DOCKER_CONFIG", dir}, {"REGISTRY_AUTH_FILE", dir + "/none.json"}};
+    CredentialLookup l{[&](const std::string& n) { return env.count(n) ? env[n] : std::string(); }};
+    ASSERT_TRUE(find_credentials("127.0.0.1:5000", l).found());
+    ASSERT_EQ(::chmod((dir + "/config.json").c_str(), 0666), 0);
+    EXPECT_FALSE(find_credentials("127.0.0.1:5000", l).found());
+    ASSERT_EQ(::chmod((dir + "/config.json").c_str(), 0600), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // a folder others may write, not sticky
+    EXPECT_FALSE(find_credentials("127.0.0.1:5000", l).found());
+    ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+}
+
 TEST(OciCredentials, WithoutARuntimeDirectoryPodmansRunFileThenTheConfigHomesAuthFileAreRead) {
     // skopeo/podman login in a root shell (no XDG_RUNTIME_DIR) writes /run/containers/UID/auth.json;
     // ~/.config/containers/auth.json comes after it (containers-auth.json(5)).
