@@ -34,10 +34,11 @@ bool is_file(const std::string& p) {
 
 std::string read_small(const std::string& path) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
+    if (::lstat(path.c_str(), &st) != 0)
         throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
     if (!S_ISREG(st.st_mode) || st.st_size > kMaxManifestBytes)
-        throw gguf::Error(gguf::Code::BadValue, path + ": not a manifest (not a regular file of at most 4 MiB)");
+        throw gguf::Error(gguf::Code::BadValue,
+                          path + ": not a manifest (not a regular file of at most 4 MiB; links are not followed)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw gguf::Error(gguf::Code::Io, path + ": cannot be read", EIO);
     std::stringstream ss;
@@ -61,9 +62,14 @@ std::vector<std::string> entries(const std::string& dir) {
 /// its digest). Throws gguf::Error(Io) naming the path when it is missing, BadValue when its
 /// size is not the descriptor's or its digest is not a sha256 one.
 gguf::FilePart blob_part(const std::string& path, const Descriptor& d, bool whole) {
+    // lstat: a link in the folder is whatever its writer planted; it is not followed (the open
+    // after this is checked against this inode, LocalFileSource::open).
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    if (::lstat(path.c_str(), &st) != 0)
         throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " missing", ENOENT);
+    if (!S_ISREG(st.st_mode))
+        throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " is not a regular file (links are not followed)",
+                          EINVAL);
     if (static_cast<uint64_t>(st.st_size) != d.size)
         throw gguf::Error(gguf::Code::BadValue, path + ": blob " + d.digest + " is " + std::to_string(st.st_size) +
                                                     " bytes, its manifest says " + std::to_string(d.size));
