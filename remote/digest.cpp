@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <memory>
 #include <new>
+#include <thread>
 #include <stdexcept>
 #include <utility>
 
@@ -99,42 +100,19 @@ int SequentialCheck::hash_gap(uint64_t end) const noexcept {
 ssize_t SequentialCheck::after_read(const void* data, uint64_t offset, size_t n) const noexcept {
     if (t_hashing_gap) return static_cast<ssize_t>(n);
     if (settled_.load()) return failed_ ? -EIO : static_cast<ssize_t>(n);
+    return whole_ ? after_read_whole(data, offset, n) : after_read_in_order(offset, n);
+}
+
+ssize_t SequentialCheck::after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept {
     try {
-        // A read that reaches the last kTail bytes settles the check: it is never served before
-        // the digest was compared (else a reader could get a wrong last byte, and a check whose
-        // deciding reads all went unhashed would never end). Any other read is left to the gap
-        // of a later one when another thread hashes (a mount's reader never waits for another
-        // one's hashing, which may wait on the network).
-        const bool settles = !whole_ && offset + n + kTail >= size_;
-        // Where the check cannot go on without the network, a FUSE worker hands the read to a
-        // thread that may wait (gguf::NoNetworkWaitScope): -EWOULDBLOCK; elsewhere -EIO.
-        auto cannot_settle = [](int rc) -> ssize_t { return rc == -EWOULDBLOCK ? -EWOULDBLOCK : -EIO; };
-        std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-        if (whole_) {
-            lock.lock();
-        } else if (!lock.try_lock()) {
-            if (!settles) return static_cast<ssize_t>(n);
-            if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
-            lock.lock();
-        }
+        std::lock_guard<std::mutex> lock(mutex_);
         if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
-        if (offset > hashed_) {
-            if (!whole_ && offset - hashed_ > kWindow) {  // not an in-order reader: unchecked
-                finished_ = true;
-                settled_ = true;
-                return static_cast<ssize_t>(n);
-            }
-            // The bytes in between first (when that fails: at finish, or at a later read).
-            if (const int rc = hash_gap(offset); rc != 0) return settles ? cannot_settle(rc) : static_cast<ssize_t>(n);
-        }
+        // The bytes in between first (when that fails: at finish, or at a later read).
+        if (offset > hashed_ && hash_gap(offset) != 0) return static_cast<ssize_t>(n);
         if (offset + n > hashed_) {
             const uint64_t skip = hashed_ - offset;
             hash_.update(static_cast<const char*>(data) + skip, n - static_cast<size_t>(skip));
             hashed_ = offset + n;
-        }
-        // An in-order reader near the end: the bytes it does not read (padding) complete the check.
-        if (!whole_ && size_ - hashed_ <= kTail) {
-            if (const int rc = hash_gap(size_); rc != 0) return settles ? cannot_settle(rc) : static_cast<ssize_t>(n);
         }
         if (hashed_ == size_) compare();
         return failed_ ? -EIO : static_cast<ssize_t>(n);
@@ -143,9 +121,125 @@ ssize_t SequentialCheck::after_read(const void* data, uint64_t offset, size_t n)
     }
 }
 
+template <class Done>
+void SequentialCheck::wait_hasher(std::unique_lock<std::mutex>& lock, uint64_t kick, Done done) const {
+    cv_.wait(lock, [&] {
+        return finished_ || stop_ || (failed_kick_ != kNoKick && failed_kick_ >= kick) || !hasher_running_ || done();
+    });
+}
+
+bool SequentialCheck::run_hasher(std::unique_lock<std::mutex>&) const noexcept {
+    if (hasher_running_) return true;
+    try {
+        if (hasher_.joinable()) hasher_.join();  // ended idle: it holds nothing any more
+        hasher_ = std::thread([this] { hash_behind(); });
+        hasher_running_ = true;
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+void SequentialCheck::hash_behind() const noexcept {
+    std::unique_ptr<char[]> buf(new (std::nothrow) char[kGapStep]);
+    t_hashing_gap = true;  // this thread's reads through the source are not handed back here
+    std::unique_lock<std::mutex> lock(mutex_);
+    try {
+        while (buf) {
+            const bool work = cv_.wait_for(lock, kIdle, [&] {
+                return stop_ || finished_ || (hashed_ < frontier_ && kicks_ != failed_kick_);
+            });
+            if (!work || stop_ || finished_) break;
+            const uint64_t at = hashed_;
+            const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, frontier_ - at));
+            lock.unlock();
+            const ssize_t r = hooks_.read(buf.get(), want, at);
+            if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
+            lock.lock();
+            if (r <= 0) {
+                failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
+                failed_kick_ = kicks_;  // tried again after the next read
+            } else {
+                hashed_ = at + static_cast<uint64_t>(r);
+                if (hashed_ == size_) compare();
+            }
+            cv_.notify_all();
+        }
+    } catch (...) {  // compare's line could not be made: the check ends unchecked
+        finished_ = true;
+        settled_ = true;
+    }
+    hasher_running_ = false;
+    cv_.notify_all();
+    t_hashing_gap = false;
+}
+
+ssize_t SequentialCheck::after_read_in_order(uint64_t offset, size_t n) const noexcept {
+    try {
+        // A read that reaches the last kTail bytes settles the check: it is never served before
+        // the digest was compared (else a reader could get a wrong last byte).
+        const bool settles = offset + n + kTail >= size_;
+        std::unique_lock<std::mutex> lock(mutex_);  // never held while reading or hashing here
+        if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
+        if (offset > frontier_ && offset - frontier_ > kWindow) {  // not an in-order reader: unchecked
+            finished_ = true;
+            settled_ = true;
+            stop_ = true;
+            cv_.notify_all();
+            return static_cast<ssize_t>(n);
+        }
+        frontier_ = std::max<uint64_t>(frontier_, offset + n);
+        // The bytes an in-order reader does not read near the end (padding) complete the check.
+        if (size_ - frontier_ <= kTail) frontier_ = size_;
+        const uint64_t kick = ++kicks_;
+        if (!run_hasher(lock)) {
+            finished_ = true;  // no thread: unchecked, as a random reader's bytes are
+            settled_ = true;
+            spdlog::warn("{}: no thread to check its sha256: served unchecked", name_);
+            return static_cast<ssize_t>(n);
+        }
+        cv_.notify_all();
+        const bool behind = frontier_ - hashed_ > kLag;
+        if (!settles && !behind) return static_cast<ssize_t>(n);
+        // Waiting may mean waiting for the network (the hashing thread reads a gap): a FUSE
+        // worker hands the read to a thread that may wait (gguf::NoNetworkWaitScope).
+        if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
+        if (settles) {
+            wait_hasher(lock, kick, [] { return false; });
+            if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
+            return -EIO;  // the bytes that settle the check could not be read
+        }
+        wait_hasher(lock, kick, [&] { return frontier_ - hashed_ <= kLag; });
+        return failed_ ? -EIO : static_cast<ssize_t>(n);  // a failed re-read: tried again later
+    } catch (...) {
+        return -ENOMEM;
+    }
+}
+
+SequentialCheck::~SequentialCheck() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (hasher_.joinable()) hasher_.join();
+}
+
 std::string SequentialCheck::finish() const noexcept {
     try {
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!finished_ && !whole_) {
+            frontier_ = size_;
+            const uint64_t kick = ++kicks_;
+            if (run_hasher(lock)) {
+                cv_.notify_all();
+                wait_hasher(lock, kick, [] { return false; });
+            }
+            if (!finished_) {
+                return name_ + ": could not read bytes " + std::to_string(hashed_) + "-" + std::to_string(size_ - 1) +
+                       " to check its sha256";
+            }
+        }
         if (!finished_) {
             if (hash_gap(size_) != 0) {
                 return name_ + ": could not read bytes " + std::to_string(hashed_) + "-" + std::to_string(size_ - 1) +

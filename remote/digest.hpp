@@ -1,13 +1,17 @@
 // Whole-object checks of bytes against a known SHA-256 (the Hub's lfs.oid, an OCI blob's digest),
-// computed as the bytes pass (OpenSSL EVP), never by reading them a second time.
+// computed as the bytes pass (OpenSSL EVP): a mount's reads are hashed behind the reader on a
+// thread of the check's own, a whole read (prefetch, merge) on the reading thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <sys/types.h>
 
@@ -48,16 +52,24 @@ public:
     virtual std::string sha256_error() const = 0;
 };
 
-/// The check of one object's bytes against a known SHA-256, computed as a source's readers get
-/// them (in offset order), never by reading them a second time. A source calls after_read()
-/// with every successful read; the check reads the bytes no reader asked for (a gap) through
-/// the source's own reader, whose reads on that thread are then passed through unhashed.
-/// `whole`: every byte is read for the check (prefetch, merge: a gap before a read is read and
-/// hashed, whatever its length); otherwise only a reader that goes through the object in order
-/// is checked (a mount: a read more than kWindow past the hashed bytes ends the check unchecked).
+/// The check of one object's bytes against a known SHA-256, in offset order. A source calls
+/// after_read() with every successful read; the bytes are read for the check through the
+/// source's own reader, whose reads on a hashing thread are then passed through unhashed.
+/// `whole` (prefetch, merge: every byte is read for the check): each read is hashed on the
+/// reading thread before it returns, and a gap before it (bytes no reader asked for) is read
+/// and hashed first, whatever its length; the bytes are never read a second time.
+/// Otherwise (a mount) only a reader that goes through the object in order is checked (a read
+/// more than kWindow past the bytes read in order so far ends the check unchecked), and the
+/// hashing is off the reply path: a thread of the check reads the bytes again behind the
+/// reader (from the source's memory or block cache, where the reader's read just put them) and
+/// hashes them, while the reader's read is answered at once. A reader more than kLag ahead of
+/// that thread waits for it (the bytes it re-reads stay in memory or the cache's page cache),
+/// and a read of the last kTail bytes waits for the digest. The thread ends when idle for
+/// kIdle and starts again at the next read; ~SequentialCheck joins it.
 /// A mismatch is logged (spdlog error) by a check that is not `whole`; a whole check's caller
 /// (prefetch, merge, check) reports it in its own one line. Thread-safe: sources call it from
-/// every FUSE worker.
+/// every FUSE worker. The owner's reader (Hooks::read) must stay valid until the check is
+/// destroyed: an owner destroys the check first.
 class SequentialCheck {
 public:
     /// A read of the object for the check: returns the bytes read or -errno, like pread(2).
@@ -77,17 +89,30 @@ public:
     /// tensor, which a merged file does not read) is read and the digest compared. A file this
     /// small is checked whole at its first read (a mount's planning: a mismatch hides its model).
     static constexpr uint64_t kTail = uint64_t{1} << 20;
+    /// Not `whole`: how far a reader may be ahead of the hashed bytes before its reads wait for
+    /// the hashing thread (bytes). Below a remote source's drop-behind lag (5 blocks of 4 MiB,
+    /// RemoteOptions::drop_lag_blocks), so the bytes re-read for the hash are still in memory.
+    static constexpr uint64_t kLag = uint64_t{16} << 20;
+    /// Not `whole`: how long the hashing thread waits for more bytes before it ends (it starts
+    /// again at the next read).
+    static constexpr std::chrono::seconds kIdle{30};
 
     /// Checks an object of `size` bytes named `name` (in messages) against `expected_sha256`
     /// (64 lowercase hex). Throws std::runtime_error when OpenSSL cannot hash.
     SequentialCheck(std::string expected_sha256, bool whole, uint64_t size, std::string name, Hooks hooks);
+    /// Stops the hashing thread and waits for it (for the read it is in, at most the HTTP
+    /// client's bound).
+    ~SequentialCheck();
+    SequentialCheck(const SequentialCheck&) = delete;
+    SequentialCheck& operator=(const SequentialCheck&) = delete;
 
-    /// The step after a read of [offset, offset + n) into `data` succeeded: hashes what is new.
-    /// Returns n; -EIO when the digest was found to differ (this read and every later one), or
-    /// when a read that settles the check cannot go on; -EWOULDBLOCK for such a read on a
-    /// gguf::NoNetworkWaitScope thread that would wait for another one's hashing or a gap read
-    /// that answered -EWOULDBLOCK. A read that reaches the last kTail bytes is never served
-    /// before the digest was compared. Never throws.
+    /// The step after a read of [offset, offset + n) into `data` succeeded: hashes what is new
+    /// (`whole`), or hands it to the hashing thread. Returns n; -EIO when the digest was found
+    /// to differ (this read and every later one), or when a read that settles the check cannot
+    /// go on; -EWOULDBLOCK for a read on a gguf::NoNetworkWaitScope thread that would wait (for
+    /// another thread's hashing, a gap read that answered -EWOULDBLOCK, or a reader kLag ahead).
+    /// A read that reaches the last kTail bytes is never served before the digest was compared.
+    /// Never throws.
     ssize_t after_read(const void* data, uint64_t offset, size_t n) const noexcept;
     /// Hashes the bytes not hashed yet (reading them) and compares; returns error() or the one
     /// line saying which bytes could not be read. Never throws.
@@ -101,10 +126,23 @@ public:
     const std::string& expected() const noexcept { return expected_; }
 
 private:
-    /// Reads and hashes bytes [hashed_, end); under mutex_. 0, or the failing read's -errno.
+    /// after_read of a `whole` check: hashed on the calling thread.
+    ssize_t after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept;
+    /// after_read of an in-order check: the hashing thread's, waited for only as documented.
+    ssize_t after_read_in_order(uint64_t offset, size_t n) const noexcept;
+    /// Reads and hashes bytes [hashed_, end); under mutex_ (`whole`). 0, or the failing read's -errno.
     int hash_gap(uint64_t end) const noexcept;
     /// Compares the digest once every byte is hashed; under mutex_.
     void compare() const;
+    /// Starts the hashing thread unless it runs; under mutex_. False when no thread can be had.
+    bool run_hasher(std::unique_lock<std::mutex>& lock) const noexcept;
+    /// The hashing thread: hashes [hashed_, frontier_) in kGapStep reads until the last byte is
+    /// hashed and compared, the check stops, or it was idle for kIdle.
+    void hash_behind() const noexcept;
+    /// Waits (under `lock`) until the digest was compared, the check stopped, the hashing
+    /// thread's read failed after kick `kick`, or `done()` holds.
+    template <class Done>
+    void wait_hasher(std::unique_lock<std::mutex>& lock, uint64_t kick, Done done) const;
 
     const std::string expected_;
     const bool whole_;
@@ -114,10 +152,20 @@ private:
     mutable std::atomic<bool> settled_{false};  // reads skip the mutex
     mutable std::atomic<bool> failed_{false};
     mutable std::mutex mutex_;  // held while hashing (and reading a gap); `whole`: waited for, else tried
-    mutable Sha256 hash_;          // under mutex_
+    mutable Sha256 hash_;          // under mutex_ (`whole`), else the hashing thread's alone
     mutable uint64_t hashed_ = 0;  // bytes hashed so far, from offset 0; under mutex_
     mutable bool finished_ = false;  // the last byte was hashed and compared; under mutex_
     mutable std::string error_;      // under mutex_
+    // Not `whole` (hashed behind the reader), all under mutex_:
+    static constexpr uint64_t kNoKick = ~uint64_t{0};
+    mutable std::condition_variable cv_;  // hashed_, finished_, stop_, failed_kick_ changes; new reads
+    mutable std::thread hasher_;          // hash_behind; joinable until joined at a restart or ~
+    mutable bool hasher_running_ = false;
+    mutable bool stop_ = false;           // ~SequentialCheck, or the check ended unchecked
+    mutable uint64_t frontier_ = 0;       // end of the bytes read in order (or the tail): hashed up to here
+    mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far
+    mutable uint64_t failed_kick_ = kNoKick;  // kicks_ when the hashing thread's last read failed
+    mutable int failed_rc_ = 0;           // that read's -errno
 };
 
 }  // namespace gguf_mount::remote

@@ -41,9 +41,10 @@ public:
     /// (their ETag may be a CDN's, not `info.validator`). The cache key is (url, validator).
     /// `sha256`: the content's SHA-256 when the listing gives it (the Hub's lfs.oid, 64
     /// lowercase hex), else "" (see sha256()); when given, a reader that reads the object in
-    /// order to its end (a full sequential read through a mount) has it checked as the bytes
-    /// pass, as verify_sha256 does but without reading anything for it beyond
-    /// kSequentialWindow: a mismatch fails that last read and every later one with EIO.
+    /// order to its end (a full sequential read through a mount) has it checked: its bytes are
+    /// read again from memory or the block cache and hashed on a thread behind it
+    /// (SequentialCheck), without reading anything for it beyond kSequentialWindow ahead; a
+    /// mismatch fails the last reads (which wait for the digest) and every later one with EIO.
     /// `key_name`: what the cache key is made of instead of the URL (a content address, e.g. an
     /// OCI blob's "sha256:HEX", so that every repository holding the blob shares its blocks);
     /// `vouched_by`: who gave `sha256`, for the mismatch line (default "the Hub's lfs.oid").
@@ -154,7 +155,9 @@ private:
     std::shared_ptr<SourceBlocks> blocks_;
     std::string sha256_;  // open_known: the listing's content sha256, "" when unknown
     std::string vouched_by_ = "the Hub's lfs.oid";  // who gave sha256_ (the mismatch line)
-    std::unique_ptr<SequentialCheck> digest_;  // verify_sha256, expect_sha256; set before reads start
+    // verify_sha256, expect_sha256; set before reads start. Last: destroyed first (its hashing
+    // thread reads through blocks_).
+    std::unique_ptr<SequentialCheck> digest_;
 };
 
 /// The outcome of opening one URL with open_sources: the source, or the one-line error.

@@ -296,7 +296,7 @@ void SourceBlocks::drop_behind(uint64_t block) const noexcept {
     store_.cache().drop_pages(key_, behind);
 }
 
-ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset) const noexcept {
+ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access) const noexcept {
     if (offset >= info_.size) return 0;
     len = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
     char* out = static_cast<char*>(dst);
@@ -309,8 +309,7 @@ ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset) const noexcep
         const size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, blen - in_block));
         // A reader that moves on from the previous block into this one is sequential (re-reads
         // inside one block, like the header reads of planning, are not).
-        const uint64_t prev = next_block_.exchange(block + 1);
-        if (prev == block) {
+        if (access == Access::reader && next_block_.exchange(block + 1) == block) {
             read_ahead(block);
             drop_behind(block);
         }
@@ -333,7 +332,7 @@ ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset) const noexcep
         if (bytes) {
             std::memcpy(out + done, bytes.get() + in_block, n);
             r = static_cast<ssize_t>(n);
-            if (!reading_.store_blocks && in_block + n == blen) {
+            if (!reading_.store_blocks && access == Access::reader && in_block + n == blen) {
                 std::lock_guard<std::mutex> lock(mutex_);
                 fresh_.erase(block);  // read to its end: a sequential reader is done with it
             }

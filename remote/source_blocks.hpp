@@ -63,11 +63,15 @@ public:
     /// True when the block cache holds block `block` with its full length. Never throws.
     bool cached(uint64_t block) const noexcept;
 
+    /// Who reads: a reader (its moves drive read-ahead and drop-behind, and a block it read to
+    /// its end leaves memory with store_blocks off), or a check re-reading bytes a reader just
+    /// got (SequentialCheck's hashing thread): not a move of the reader, nothing dropped.
+    enum class Access { reader, check };
     /// Copies up to `len` bytes at `offset` into `dst` (short only at the object's end): from
     /// memory, the block store, or fetched. Returns the bytes copied, -EWOULDBLOCK when a
     /// block must be fetched on a thread that may not wait for the network
     /// (gguf::NoNetworkWaitScope), or -errno. Never throws.
-    ssize_t read(void* dst, size_t len, uint64_t offset) const noexcept;
+    ssize_t read(void* dst, size_t len, uint64_t offset, Access access = Access::reader) const noexcept;
     /// Keeps the fetched bytes of block `block` in memory until a reader read its last byte
     /// (with store_blocks off: the opening GET's block 0). Never throws.
     void hold(uint64_t block, std::shared_ptr<const char[]> bytes) noexcept;

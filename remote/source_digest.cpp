@@ -1,5 +1,7 @@
 // RemoteSource's whole-object SHA-256 check (verify_sha256, expect_sha256): the bytes readers
-// get, hashed in offset order as they pass (remote::SequentialCheck).
+// get, hashed in offset order (remote::SequentialCheck): as they pass for a whole read, behind
+// the reader from memory or the block cache for a mount's.
+#include <cerrno>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -12,7 +14,14 @@ namespace gguf_mount::remote {
 
 void RemoteSource::arm_check(std::string sha256, bool whole) {
     SequentialCheck::Hooks hooks;
-    hooks.read = [this](void* dst, size_t len, uint64_t offset) { return pread(dst, len, offset); };
+    if (whole) {
+        hooks.read = [this](void* dst, size_t len, uint64_t offset) { return pread(dst, len, offset); };
+    } else {  // the hashing thread behind a reader: bytes it just got, not a move of the reader
+        hooks.read = [this](void* dst, size_t len, uint64_t offset) -> ssize_t {
+            if (digest_ && digest_->failed()) return -EIO;
+            return blocks_->read(dst, len, offset, SourceBlocks::Access::check);
+        };
+    }
     hooks.describe = [this](const std::string& got) {
         return name_ + ": sha256 mismatch: expected " + digest_->expected() + " (" + vouched_by_ + "), the " +
                std::to_string(size()) + " bytes received hash to " + got +

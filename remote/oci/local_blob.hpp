@@ -79,7 +79,7 @@ private:
     mutable std::atomic<const gguf::LocalFileSource*> open_file_{nullptr};  // file_ once opened
     mutable int open_errno_ = 0;
     mutable std::string open_error_;
-    std::unique_ptr<SequentialCheck> check_;  // set before reads start
+    std::unique_ptr<SequentialCheck> check_;  // set before reads start; last: destroyed first (its thread reads the file)
 };
 
 }  // namespace gguf_mount::remote::oci

@@ -29,7 +29,8 @@ content changes (a new generation).
 
 Every request is appended to ACCESS_LOG as one JSON line with the same fields nginx's log has
 in tests/remote/servers.cpp, plus "seq", the request's arrival number (lines are written when a
-response ends, so concurrent requests may be logged out of arrival order).
+response ends, also one the client hung up on, so concurrent requests may be logged out of
+arrival order).
 """
 
 import email.utils
@@ -253,15 +254,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             limit = length
             if kind in ("drop", "stall") and "after_bytes" in rule:
                 limit = min(length, int(rule["after_bytes"]))
-            with open(real, "rb") as f:
-                f.seek(start)
-                while sent < limit:
-                    chunk = f.read(min(65536, limit - sent))
-                    if not chunk:
-                        break
-                    self.wfile.write(chunk)
-                    sent += len(chunk)
-            self.wfile.flush()
+            try:
+                with open(real, "rb") as f:
+                    f.seek(start)
+                    while sent < limit:
+                        chunk = f.read(min(65536, limit - sent))
+                        if not chunk:
+                            break
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                self.wfile.flush()
+            except OSError:  # the client hung up (a cut-short whole answer): still logged
+                self.close_connection = True
+                self._log(status, sent, hb)
+                return
             if kind == "drop":
                 self._log(status, sent, hb)
                 self.close_connection = True

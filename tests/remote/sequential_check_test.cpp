@@ -1,0 +1,202 @@
+// remote::SequentialCheck without a server or a mount: a mount's in-order check hashes behind
+// the reader on a thread of its own (the reader's reads are answered without waiting for the
+// hash, but never the last kTail bytes before the digest is compared); a whole check hashes on
+// the reading thread.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "gguf/bytes/byte_source.hpp"
+#include "remote/digest.hpp"
+
+namespace {
+
+using gguf_mount::remote::SequentialCheck;
+using gguf_mount::remote::Sha256;
+
+std::string sha256_hex(const std::string& bytes) {
+    Sha256 h;
+    h.update(bytes.data(), bytes.size());
+    return h.hex();
+}
+
+std::string random_bytes(size_t n) {
+    std::mt19937_64 rng(42);
+    std::string out(n, '\0');
+    for (char& c : out) c = static_cast<char>(rng());
+    return out;
+}
+
+/// An object in memory read through a check, counting the check's own reads and the threads
+/// they come from; `gate` (when closed) holds the check's reads until opened.
+struct Object {
+    explicit Object(std::string b) : bytes(std::move(b)) {}
+    std::string bytes;
+    std::atomic<uint64_t> check_reads{0};
+    std::atomic<uint64_t> check_reads_on_reader_thread{0};
+    std::thread::id reader = std::this_thread::get_id();
+    std::mutex gate_mutex;
+    std::condition_variable gate_cv;
+    bool gate_open = true;
+    std::atomic<bool> matched{false};
+    std::atomic<bool> mismatched{false};
+
+    SequentialCheck::Hooks hooks() {
+        SequentialCheck::Hooks h;
+        h.read = [this](void* dst, size_t len, uint64_t offset) -> ssize_t {
+            {
+                std::unique_lock<std::mutex> lock(gate_mutex);
+                gate_cv.wait(lock, [&] { return gate_open; });
+            }
+            ++check_reads;
+            if (std::this_thread::get_id() == reader) ++check_reads_on_reader_thread;
+            if (offset >= bytes.size()) return 0;
+            const size_t n = std::min<size_t>(len, bytes.size() - offset);
+            std::memcpy(dst, bytes.data() + offset, n);
+            return static_cast<ssize_t>(n);
+        };
+        h.describe = [](const std::string& got) { return "object: sha256 mismatch: got " + got; };
+        h.on_match = [this] { matched = true; };
+        h.on_mismatch = [this] { mismatched = true; };
+        return h;
+    }
+    void set_gate(bool open) {
+        {
+            std::lock_guard<std::mutex> lock(gate_mutex);
+            gate_open = open;
+        }
+        gate_cv.notify_all();
+    }
+    /// A reader's read of [offset, offset + n) followed by the check's step, as a source does.
+    ssize_t read(const SequentialCheck& check, uint64_t offset, size_t n) {
+        n = std::min<size_t>(n, bytes.size() - offset);
+        return check.after_read(bytes.data() + offset, offset, n);
+    }
+};
+
+constexpr size_t kStep = 128 << 10;  // a FUSE read
+
+TEST(SequentialCheck, AnInOrderReaderIsHashedOnAnotherThreadAndItsLastReadWaitsForTheDigest) {
+    Object o(random_bytes((10 << 20) + 12345));
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    for (uint64_t at = 0; at < o.bytes.size(); at += kStep) {
+        ASSERT_EQ(o.read(check, at, kStep), static_cast<ssize_t>(std::min<uint64_t>(kStep, o.bytes.size() - at))) << at;
+    }
+    // The last read returned only once the digest was compared.
+    EXPECT_TRUE(check.settled());
+    EXPECT_FALSE(check.failed());
+    EXPECT_TRUE(o.matched);
+    EXPECT_EQ(check.error(), "");
+    EXPECT_GT(o.check_reads.load(), 0u) << "the bytes are hashed from the check's own reads";
+    EXPECT_EQ(o.check_reads_on_reader_thread.load(), 0u) << "never on the reader's thread";
+}
+
+TEST(SequentialCheck, WrongBytesFailTheLastReadAndEveryLaterOneWithEio) {
+    Object o(random_bytes((6 << 20) + 7));
+    const std::string wrong = sha256_hex(o.bytes + "x");
+    SequentialCheck check(wrong, false, o.bytes.size(), "object", o.hooks());
+    ssize_t last = 0;
+    for (uint64_t at = 0; at < o.bytes.size(); at += kStep) last = o.read(check, at, kStep);
+    EXPECT_EQ(last, -EIO);
+    EXPECT_TRUE(check.failed());
+    EXPECT_TRUE(o.mismatched);
+    EXPECT_FALSE(o.matched);
+    EXPECT_EQ(check.error(), "object: sha256 mismatch: got " + sha256_hex(o.bytes));
+    EXPECT_EQ(o.read(check, 0, kStep), -EIO);
+}
+
+TEST(SequentialCheck, ARandomReaderEndsTheCheckUncheckedAndNothingIsReadForIt) {
+    Object o(random_bytes(SequentialCheck::kWindow * 3));
+    SequentialCheck check(sha256_hex(o.bytes + "x"), false, o.bytes.size(), "object", o.hooks());
+    o.set_gate(false);  // the hashing thread may not get anywhere
+    ASSERT_EQ(o.read(check, 0, kStep), static_cast<ssize_t>(kStep));
+    const uint64_t far = SequentialCheck::kWindow * 2;
+    ASSERT_EQ(o.read(check, far, kStep), static_cast<ssize_t>(kStep));
+    EXPECT_TRUE(check.settled());
+    EXPECT_FALSE(check.failed());
+    o.set_gate(true);
+    // Even the last bytes are served: a check that ended unchecked fails nothing.
+    EXPECT_EQ(o.read(check, o.bytes.size() - kStep, kStep), static_cast<ssize_t>(kStep));
+    EXPECT_FALSE(o.mismatched);
+    EXPECT_FALSE(o.matched);
+}
+
+TEST(SequentialCheck, AReaderIsAnsweredWhileTheHashingThreadIsHeldUpToKLagAhead) {
+    Object o(random_bytes(SequentialCheck::kLag * 2 + (3 << 20)));
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    o.set_gate(false);
+    uint64_t at = 0;
+    {
+        // A FUSE worker: it never waits for the hashing thread; up to kLag ahead its reads are
+        // answered at once, past it they are handed on (-EWOULDBLOCK).
+        gguf::NoNetworkWaitScope no_wait;
+        ssize_t r = 0;
+        for (; at < o.bytes.size(); at += kStep) {
+            r = o.read(check, at, kStep);
+            if (r != static_cast<ssize_t>(kStep)) break;
+        }
+        EXPECT_EQ(r, -EWOULDBLOCK);
+        EXPECT_GT(at + kStep, SequentialCheck::kLag);
+        EXPECT_LE(at, SequentialCheck::kLag + kStep);
+    }
+    // A thread that may wait: the same read returns once the hashing thread caught up.
+    o.set_gate(true);
+    EXPECT_EQ(o.read(check, at, kStep), static_cast<ssize_t>(kStep));
+    for (at += kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
+    EXPECT_TRUE(o.matched);
+}
+
+TEST(SequentialCheck, ASettlingReadOnAFuseWorkerIsHandedOnUntilTheDigestIsCompared) {
+    Object o(random_bytes(SequentialCheck::kTail / 2));  // small: its first read settles it
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    {
+        gguf::NoNetworkWaitScope no_wait;
+        EXPECT_EQ(o.read(check, 0, 4096), -EWOULDBLOCK);
+    }
+    EXPECT_EQ(o.read(check, 0, 4096), 4096);
+    EXPECT_TRUE(o.matched);
+    EXPECT_TRUE(check.settled());
+}
+
+TEST(SequentialCheck, FinishHashesWhatNoReaderReadAndDestroyingAHeldCheckWaitsForItsThread) {
+    Object o(random_bytes(5 << 20));
+    {
+        SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+        ASSERT_EQ(o.read(check, 0, kStep), static_cast<ssize_t>(kStep));
+        EXPECT_EQ(check.finish(), "");
+        EXPECT_TRUE(o.matched);
+    }
+    Object held(random_bytes(5 << 20));
+    held.set_gate(false);
+    auto check = std::make_unique<SequentialCheck>(sha256_hex(held.bytes), false, held.bytes.size(), "object",
+                                                   held.hooks());
+    ASSERT_EQ(held.read(*check, 0, kStep), static_cast<ssize_t>(kStep));
+    std::thread opener([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        held.set_gate(true);
+    });
+    check.reset();  // waits for the read the thread is held in, then ends it
+    opener.join();
+    EXPECT_FALSE(held.matched) << "a stopped check compares nothing";
+}
+
+TEST(SequentialCheck, AWholeCheckHashesOnTheReadingThreadAndReadsAGapItself) {
+    Object o(random_bytes(3 << 20));
+    SequentialCheck check(sha256_hex(o.bytes), true, o.bytes.size(), "object", o.hooks());
+    ASSERT_EQ(o.read(check, 0, kStep), static_cast<ssize_t>(kStep));
+    ASSERT_EQ(o.read(check, 1 << 20, kStep), static_cast<ssize_t>(kStep));  // a gap: read here
+    EXPECT_GT(o.check_reads_on_reader_thread.load(), 0u);
+    EXPECT_EQ(check.finish(), "");
+    EXPECT_TRUE(o.matched);
+    EXPECT_EQ(o.check_reads.load(), o.check_reads_on_reader_thread.load());
+}
+
+}  // namespace
