@@ -297,6 +297,7 @@ int run_check(int argc, char** argv) {
             return usage_error("check", e.what());
         }
 #ifdef GGUF_MOUNT_WITH_REMOTE
+        if (const std::string m = misplaced_source_option(r, source); !m.empty()) return usage_error("check", m);
         read_remote_options(r, &sopt.remote);
 #endif
     } catch (const cxxopts::exceptions::exception& e) {

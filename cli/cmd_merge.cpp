@@ -662,6 +662,9 @@ int run_merge(int argc, char** argv) {
         use_sidecar = r.count("no-sidecar") == 0;
         quiet = r.count("quiet") > 0;
 #ifdef GGUF_MOUNT_WITH_REMOTE
+        if (!args.empty()) {
+            if (const std::string m = misplaced_source_option(r, args.front()); !m.empty()) return usage_error("merge", m);
+        }
         read_remote_options(r, &sopt.remote);
 #endif
         try {

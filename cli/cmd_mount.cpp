@@ -341,6 +341,13 @@ int run_mount(int argc, char** argv) {
         return 2;
     }
 
+#ifdef GGUF_MOUNT_WITH_REMOTE
+    if (const std::string m = misplaced_source_option(args, given[0]); !m.empty()) {
+        std::fprintf(stderr, "%s: %s (see '%s mount --help')\n", kProgram, m.c_str(), kProgram);
+        return 2;
+    }
+#endif
+
     std::string level = args["log-level"].as<std::string>();
     if (args.count("verbose") && !args.count("log-level")) level = "debug";
     const bool foreground = args.count("foreground") > 0 || args.count("debug") > 0;

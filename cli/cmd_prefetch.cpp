@@ -273,6 +273,7 @@ int run_prefetch(int argc, char** argv) {
         if (given.empty()) return usage_error("prefetch", "expected SOURCE (or --source-file FILE)");
         if (given.size() > 1) return usage_error("prefetch", "expected one SOURCE: --source-file gives it already");
         source = given.front();
+        if (const std::string m = misplaced_source_option(r, source); !m.empty()) return usage_error("prefetch", m);
         read_remote_options(r, &sopt.remote);
         quiet = r.count("quiet") > 0;
         bound_given = r.count("cache-max-size") > 0;

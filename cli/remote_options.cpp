@@ -13,6 +13,7 @@
 #include "gguf/model/split_plan.hpp"
 
 #ifdef GGUF_MOUNT_WITH_REMOTE
+#include "remote/oci/reference.hpp"
 #include "remote/store/cache.hpp"
 #endif
 
@@ -180,6 +181,17 @@ void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptio
         ro->cache_max_bytes = remote::BlockCache::default_max_bytes(
             ro->cache_dir.empty() ? remote::BlockCache::default_dir() : ro->cache_dir);
     }
+}
+
+std::string misplaced_source_option(const cxxopts::ParseResult& parsed, const std::string& source) {
+    if (source.rfind("s3://", 0) != 0) {
+        for (const char* name : {"no-sign-request", "endpoint-url", "region", "profile"}) {
+            if (parsed.count(name)) return std::string("--") + name + " is an option of s3:// sources; SOURCE is not one";
+        }
+    }
+    if (!remote::oci::is_oci_source(source) && parsed.count("plain-http"))
+        return "--plain-http is an option of oci:// and ollama:// sources; SOURCE is not one";
+    return "";
 }
 #endif
 

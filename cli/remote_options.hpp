@@ -82,6 +82,12 @@ void add_remote_options(cxxopts::Options& options, const std::string& prefix,
 /// a RemoteOptions field: the mount reads it. Throws what cxxopts throws for a malformed value,
 /// gguf::Error(BadArgument) for a malformed --cache-max-size.
 void read_remote_options(const cxxopts::ParseResult& parsed, remote::RemoteOptions* ro);
+
+/// The usage error for an option of one kind of SOURCE given with another, else "": the S3
+/// options (--no-sign-request, --endpoint-url, --region, --profile) with a SOURCE that is not
+/// s3://, --plain-http with one that is not oci:// or ollama:// (each would be ignored, and a
+/// user who gives one expects it to act). `source`: SOURCE as given.
+std::string misplaced_source_option(const cxxopts::ParseResult& parsed, const std::string& source);
 #endif
 
 }  // namespace gguf_mount::cli

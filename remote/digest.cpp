@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <thread>
@@ -100,7 +101,7 @@ int SequentialCheck::hash_gap(uint64_t end) const noexcept {
 ssize_t SequentialCheck::after_read(const void* data, uint64_t offset, size_t n) const noexcept {
     if (t_hashing_gap) return static_cast<ssize_t>(n);
     if (settled_.load()) return failed_ ? -EIO : static_cast<ssize_t>(n);
-    return whole_ ? after_read_whole(data, offset, n) : after_read_in_order(offset, n);
+    return whole_ ? after_read_whole(data, offset, n) : after_read_in_order(data, offset, n);
 }
 
 ssize_t SequentialCheck::after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept {
@@ -147,22 +148,37 @@ void SequentialCheck::hash_behind() const noexcept {
     try {
         while (buf) {
             const bool work = cv_.wait_for(lock, kIdle, [&] {
-                return stop_ || finished_ || (hashed_ < frontier_ && kicks_ != failed_kick_);
+                return stop_ || finished_ || (!queue_.empty() && kicks_ != failed_kick_);
             });
             if (!work || stop_ || finished_) break;
-            const uint64_t at = hashed_;
-            const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, frontier_ - at));
-            lock.unlock();
-            const ssize_t r = hooks_.read(buf.get(), want, at);
-            if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
-            lock.lock();
-            if (r <= 0) {
-                failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
-                failed_kick_ = kicks_;  // tried again after the next read
-            } else {
-                hashed_ = at + static_cast<uint64_t>(r);
-                if (hashed_ == size_) compare();
+            if (std::unique_ptr<char[]> bytes = std::move(queue_.front().bytes)) {  // a copy of a reader's bytes
+                const uint64_t len = queue_.front().len;
+                queue_.pop_front();
+                lock.unlock();
+                hash_.update(bytes.get(), static_cast<size_t>(len));
+                bytes.reset();
+                lock.lock();
+                hashed_ += len;
+                copied_ -= len;
+            } else {  // a gap no reader asked for: read through the source
+                const uint64_t at = queue_.front().offset;
+                const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, queue_.front().len));
+                lock.unlock();
+                const ssize_t r = hooks_.read(buf.get(), want, at);
+                if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
+                lock.lock();
+                if (r <= 0) {
+                    failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
+                    failed_kick_ = kicks_;  // tried again after the next read
+                } else {
+                    Piece& gap = queue_.front();  // only this thread takes pieces off
+                    gap.offset += static_cast<uint64_t>(r);
+                    gap.len -= static_cast<uint64_t>(r);
+                    if (gap.len == 0) queue_.pop_front();
+                    hashed_ += static_cast<uint64_t>(r);
+                }
             }
+            if (hashed_ == size_) compare();
             cv_.notify_all();
         }
     } catch (...) {  // compare's line could not be made: the check ends unchecked
@@ -174,43 +190,68 @@ void SequentialCheck::hash_behind() const noexcept {
     t_hashing_gap = false;
 }
 
-ssize_t SequentialCheck::after_read_in_order(uint64_t offset, size_t n) const noexcept {
+void SequentialCheck::queue_to(uint64_t end) const {
+    if (end > frontier_) {
+        queue_.push_back(Piece{frontier_, end - frontier_, nullptr});
+        frontier_ = end;
+    }
+}
+
+ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, size_t n) const noexcept {
     try {
         // A read that reaches the last kTail bytes settles the check: it is never served before
         // the digest was compared (else a reader could get a wrong last byte).
         const bool settles = offset + n + kTail >= size_;
+        const uint64_t end = offset + n;
         std::unique_lock<std::mutex> lock(mutex_);  // never held while reading or hashing here
-        if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
-        if (offset > frontier_ && offset - frontier_ > kWindow) {  // not an in-order reader: unchecked
-            finished_ = true;
-            settled_ = true;
-            stop_ = true;
+        for (;;) {
+            if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
+            if (offset > frontier_ && offset - frontier_ > kWindow) {  // not an in-order reader: unchecked
+                finished_ = true;
+                settled_ = true;
+                stop_ = true;
+                queue_.clear();
+                cv_.notify_all();
+                return static_cast<ssize_t>(n);
+            }
+            if (end <= frontier_) break;  // queued or hashed already
+            const uint64_t from = std::max(offset, frontier_);
+            if (copied_ == 0 || copied_ + (end - from) <= kLag) {
+                queue_to(offset);  // the bytes in between, for the hashing thread to read
+                std::unique_ptr<char[]> bytes(new char[end - from]);
+                std::memcpy(bytes.get(), static_cast<const char*>(data) + (from - offset), end - from);
+                queue_.push_back(Piece{from, end - from, std::move(bytes)});
+                copied_ += end - from;
+                frontier_ = end;
+                break;
+            }
+            // kLag of copies wait for the hashing thread: a FUSE worker hands the read on (it
+            // never waits for another thread, which may wait for the network on a gap).
+            if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
+            const uint64_t kick = ++kicks_;
+            if (!run_hasher(lock)) break;
             cv_.notify_all();
-            return static_cast<ssize_t>(n);
+            wait_hasher(lock, kick, [&] { return end <= frontier_ || copied_ + (end - std::max(offset, frontier_)) <= kLag; });
+            if (failed_kick_ != kNoKick && failed_kick_ >= kick) return static_cast<ssize_t>(n);  // unhashed: later
         }
-        frontier_ = std::max<uint64_t>(frontier_, offset + n);
         // The bytes an in-order reader does not read near the end (padding) complete the check.
-        if (size_ - frontier_ <= kTail) frontier_ = size_;
+        if (size_ - frontier_ <= kTail) queue_to(size_);
         const uint64_t kick = ++kicks_;
         if (!run_hasher(lock)) {
             finished_ = true;  // no thread: unchecked, as a random reader's bytes are
             settled_ = true;
+            queue_.clear();
             spdlog::warn("{}: no thread to check its sha256: served unchecked", name_);
             return static_cast<ssize_t>(n);
         }
         cv_.notify_all();
-        const bool behind = frontier_ - hashed_ > kLag;
-        if (!settles && !behind) return static_cast<ssize_t>(n);
+        if (!settles) return static_cast<ssize_t>(n);
         // Waiting may mean waiting for the network (the hashing thread reads a gap): a FUSE
         // worker hands the read to a thread that may wait (gguf::NoNetworkWaitScope).
         if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
-        if (settles) {
-            wait_hasher(lock, kick, [] { return false; });
-            if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
-            return -EIO;  // the bytes that settle the check could not be read
-        }
-        wait_hasher(lock, kick, [&] { return frontier_ - hashed_ <= kLag; });
-        return failed_ ? -EIO : static_cast<ssize_t>(n);  // a failed re-read: tried again later
+        wait_hasher(lock, kick, [] { return false; });
+        if (finished_) return failed_ ? -EIO : static_cast<ssize_t>(n);
+        return -EIO;  // the bytes that settle the check could not be read
     } catch (...) {
         return -ENOMEM;
     }
@@ -229,7 +270,7 @@ std::string SequentialCheck::finish() const noexcept {
     try {
         std::unique_lock<std::mutex> lock(mutex_);
         if (!finished_ && !whole_) {
-            frontier_ = size_;
+            queue_to(size_);
             const uint64_t kick = ++kicks_;
             if (run_hasher(lock)) {
                 cv_.notify_all();

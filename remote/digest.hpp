@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,12 +62,12 @@ public:
 /// and hashed first, whatever its length; the bytes are never read a second time.
 /// Otherwise (a mount) only a reader that goes through the object in order is checked (a read
 /// more than kWindow past the bytes read in order so far ends the check unchecked), and the
-/// hashing is off the reply path: a thread of the check reads the bytes again behind the
-/// reader (from the source's memory or block cache, where the reader's read just put them) and
-/// hashes them, while the reader's read is answered at once. A reader more than kLag ahead of
-/// that thread waits for it (the bytes it re-reads stay in memory or the cache's page cache),
-/// and a read of the last kTail bytes waits for the digest. The thread ends when idle for
-/// kIdle and starts again at the next read; ~SequentialCheck joins it.
+/// hashing is off the reply path: the reader's bytes are copied (a memcpy, never read again)
+/// for a thread of the check that hashes them in order, while the reader's read is answered
+/// at once; bytes between two reads that no reader asked for (a gap) are read by that thread
+/// through the source. A reader whose bytes would take the copies past kLag waits for that
+/// thread, and a read of the last kTail bytes waits for the digest. The thread ends when idle
+/// for kIdle and starts again at the next read; ~SequentialCheck joins it.
 /// A mismatch is logged (spdlog error) by a check that is not `whole`; a whole check's caller
 /// (prefetch, merge, check) reports it in its own one line. Thread-safe: sources call it from
 /// every FUSE worker. The owner's reader (Hooks::read) must stay valid until the check is
@@ -89,9 +91,8 @@ public:
     /// tensor, which a merged file does not read) is read and the digest compared. A file this
     /// small is checked whole at its first read (a mount's planning: a mismatch hides its model).
     static constexpr uint64_t kTail = uint64_t{1} << 20;
-    /// Not `whole`: how far a reader may be ahead of the hashed bytes before its reads wait for
-    /// the hashing thread (bytes). Below a remote source's drop-behind lag (5 blocks of 4 MiB,
-    /// RemoteOptions::drop_lag_blocks), so the bytes re-read for the hash are still in memory.
+    /// Not `whole`: the bytes of copies waiting for the hashing thread past which a reader's
+    /// read waits for it (the memory the check holds, bytes).
     static constexpr uint64_t kLag = uint64_t{16} << 20;
     /// Not `whole`: how long the hashing thread waits for more bytes before it ends (it starts
     /// again at the next read).
@@ -128,16 +129,18 @@ public:
 private:
     /// after_read of a `whole` check: hashed on the calling thread.
     ssize_t after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept;
-    /// after_read of an in-order check: the hashing thread's, waited for only as documented.
-    ssize_t after_read_in_order(uint64_t offset, size_t n) const noexcept;
+    /// after_read of an in-order check: a copy for the hashing thread, waited for only as documented.
+    ssize_t after_read_in_order(const void* data, uint64_t offset, size_t n) const noexcept;
+    /// Queues [frontier_, end) as a gap for the hashing thread to read; under mutex_.
+    void queue_to(uint64_t end) const;
     /// Reads and hashes bytes [hashed_, end); under mutex_ (`whole`). 0, or the failing read's -errno.
     int hash_gap(uint64_t end) const noexcept;
     /// Compares the digest once every byte is hashed; under mutex_.
     void compare() const;
     /// Starts the hashing thread unless it runs; under mutex_. False when no thread can be had.
     bool run_hasher(std::unique_lock<std::mutex>& lock) const noexcept;
-    /// The hashing thread: hashes [hashed_, frontier_) in kGapStep reads until the last byte is
-    /// hashed and compared, the check stops, or it was idle for kIdle.
+    /// The hashing thread: hashes the queued pieces in order (a gap in kGapStep reads) until
+    /// the last byte is hashed and compared, the check stops, or it was idle for kIdle.
     void hash_behind() const noexcept;
     /// Waits (under `lock`) until the digest was compared, the check stopped, the hashing
     /// thread's read failed after kick `kick`, or `done()` holds.
@@ -162,7 +165,15 @@ private:
     mutable std::thread hasher_;          // hash_behind; joinable until joined at a restart or ~
     mutable bool hasher_running_ = false;
     mutable bool stop_ = false;           // ~SequentialCheck, or the check ended unchecked
-    mutable uint64_t frontier_ = 0;       // end of the bytes read in order (or the tail): hashed up to here
+    /// Bytes [offset, offset + len) to hash: a copy of a reader's bytes, or (null) a gap to read.
+    struct Piece {
+        uint64_t offset;
+        uint64_t len;
+        std::unique_ptr<char[]> bytes;
+    };
+    mutable std::deque<Piece> queue_;     // in offset order, from hashed_ to frontier_
+    mutable uint64_t copied_ = 0;         // bytes of copies queued or being hashed (at most about kLag)
+    mutable uint64_t frontier_ = 0;       // end of the bytes queued (read in order, or the tail)
     mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far
     mutable uint64_t failed_kick_ = kNoKick;  // kicks_ when the hashing thread's last read failed
     mutable int failed_rc_ = 0;           // that read's -errno

@@ -41,10 +41,10 @@ public:
     /// (their ETag may be a CDN's, not `info.validator`). The cache key is (url, validator).
     /// `sha256`: the content's SHA-256 when the listing gives it (the Hub's lfs.oid, 64
     /// lowercase hex), else "" (see sha256()); when given, a reader that reads the object in
-    /// order to its end (a full sequential read through a mount) has it checked: its bytes are
-    /// read again from memory or the block cache and hashed on a thread behind it
-    /// (SequentialCheck), without reading anything for it beyond kSequentialWindow ahead; a
-    /// mismatch fails the last reads (which wait for the digest) and every later one with EIO.
+    /// order to its end (a full sequential read through a mount) has it checked: a copy of its
+    /// bytes is hashed on a thread behind it (SequentialCheck), nothing read for it beyond
+    /// kSequentialWindow ahead; a mismatch fails the last reads (which wait for the digest) and
+    /// every later one with EIO.
     /// `key_name`: what the cache key is made of instead of the URL (a content address, e.g. an
     /// OCI blob's "sha256:HEX", so that every repository holding the blob shares its blocks);
     /// `vouched_by`: who gave `sha256`, for the mismatch line (default "the Hub's lfs.oid").

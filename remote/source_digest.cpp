@@ -1,6 +1,6 @@
 // RemoteSource's whole-object SHA-256 check (verify_sha256, expect_sha256): the bytes readers
-// get, hashed in offset order (remote::SequentialCheck): as they pass for a whole read, behind
-// the reader from memory or the block cache for a mount's.
+// get, hashed in offset order (remote::SequentialCheck): as they pass for a whole read, a copy
+// behind the reader for a mount's.
 #include <cerrno>
 #include <memory>
 #include <optional>
@@ -16,7 +16,7 @@ void RemoteSource::arm_check(std::string sha256, bool whole) {
     SequentialCheck::Hooks hooks;
     if (whole) {
         hooks.read = [this](void* dst, size_t len, uint64_t offset) { return pread(dst, len, offset); };
-    } else {  // the hashing thread behind a reader: bytes it just got, not a move of the reader
+    } else {  // the hashing thread reads a gap behind a reader: not a move of the reader
         hooks.read = [this](void* dst, size_t len, uint64_t offset) -> ssize_t {
             if (digest_ && digest_->failed()) return -EIO;
             return blocks_->read(dst, len, offset, SourceBlocks::Access::check);

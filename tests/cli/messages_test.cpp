@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -146,6 +147,44 @@ TEST(CliMessages, AMountUsageErrorPointsToTheMountHelp) {
         EXPECT_EQ(r.exit_code, 2) << bad.front() << ": " << r.err;
         EXPECT_NE(r.err.find("(see 'gguf-mount mount --help')"), std::string::npos) << r.err;
     }
+}
+
+// An option of one kind of SOURCE given with another would be ignored: each command refuses it
+// as a usage error naming the option and the sources it is for, before anything is read.
+TEST(CliMessages, AnOptionOfAnotherKindOfSourceIsAUsageErrorNamingTheSourcesItIsFor) {
+    KvzooDirs d;
+    const std::string first = d.src / kvzoo_shard(1);
+    const std::string out = d.mnt.path() + "/merged.gguf";
+    struct Case {
+        std::vector<std::string> argv;
+        std::string says;
+    };
+    const std::string oci = "--plain-http is an option of oci:// and ollama:// sources; SOURCE is not one";
+    const std::string s3 = " is an option of s3:// sources; SOURCE is not one";
+    const std::vector<Case> cases = {
+        {{"mount", d.src.path(), d.mnt.path(), "--plain-http"}, oci},
+        {{"check", d.src.path(), "--plain-http"}, oci},
+        {{"check", "s3://bucket/models/", "--plain-http"}, oci},
+        {{"prefetch", "https://127.0.0.1:9/m/", "--plain-http"}, oci},
+        {{"merge", first, out, "--plain-http"}, oci},
+        {{"mount", "oci://127.0.0.1:9/m", d.mnt.path(), "--region", "eu-west-1"}, "--region" + s3},
+        {{"check", d.src.path(), "--no-sign-request"}, "--no-sign-request" + s3},
+        {{"prefetch", "hf://org/repo", "--endpoint-url", "http://127.0.0.1:9"}, "--endpoint-url" + s3},
+        {{"merge", first, out, "--profile", "x"}, "--profile" + s3},
+    };
+    for (const Case& c : cases) {
+        std::vector<std::string> argv = {gguf_test::gguf_mount_binary()};
+        argv.insert(argv.end(), c.argv.begin(), c.argv.end());
+        auto r = gguf_test::run(argv);
+        EXPECT_EQ(r.exit_code, 2) << c.argv[0] << " " << c.argv[1] << ": " << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(out)) << "nothing written";
+    }
+    // Where it belongs it is taken (no usage error; the unreachable registry is another matter).
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", "oci://127.0.0.1:9/m", "--plain-http",
+                             "--net-timeout", "1"});
+    EXPECT_NE(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.find("is an option of"), std::string::npos) << r.err;
 }
 
 // "serving X" lines came before the "nothing mounted" of an override unfit for the model.

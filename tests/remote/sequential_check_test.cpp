@@ -31,7 +31,10 @@ std::string sha256_hex(const std::string& bytes) {
 std::string random_bytes(size_t n) {
     std::mt19937_64 rng(42);
     std::string out(n, '\0');
-    for (char& c : out) c = static_cast<char>(rng());
+    for (size_t i = 0; i < n; i += 8) {
+        const uint64_t v = rng();
+        std::memcpy(&out[i], &v, std::min<size_t>(8, n - i));
+    }
     return out;
 }
 
@@ -41,6 +44,7 @@ struct Object {
     explicit Object(std::string b) : bytes(std::move(b)) {}
     std::string bytes;
     std::atomic<uint64_t> check_reads{0};
+    std::atomic<uint64_t> check_bytes{0};
     std::atomic<uint64_t> check_reads_on_reader_thread{0};
     std::thread::id reader = std::this_thread::get_id();
     std::mutex gate_mutex;
@@ -60,6 +64,7 @@ struct Object {
             if (std::this_thread::get_id() == reader) ++check_reads_on_reader_thread;
             if (offset >= bytes.size()) return 0;
             const size_t n = std::min<size_t>(len, bytes.size() - offset);
+            check_bytes += n;
             std::memcpy(dst, bytes.data() + offset, n);
             return static_cast<ssize_t>(n);
         };
@@ -84,10 +89,20 @@ struct Object {
 
 constexpr size_t kStep = 128 << 10;  // a FUSE read
 
+/// The bytes the check reads itself past an in-order reader of kStep reads once it is within
+/// SequentialCheck::kTail of the end (the rest, padding to a merged file's reader).
+uint64_t tail_read(uint64_t size) {
+    for (uint64_t at = 0;; at += kStep) {
+        const uint64_t end = std::min<uint64_t>(at + kStep, size);
+        if (size - end <= SequentialCheck::kTail) return size - end;
+    }
+}
+
 TEST(SequentialCheck, AnInOrderReaderIsHashedOnAnotherThreadAndItsLastReadWaitsForTheDigest) {
     Object o(random_bytes((10 << 20) + 12345));
     SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
     for (uint64_t at = 0; at < o.bytes.size(); at += kStep) {
+        if (at == 3 * kStep) continue;  // a gap no reader asks for
         ASSERT_EQ(o.read(check, at, kStep), static_cast<ssize_t>(std::min<uint64_t>(kStep, o.bytes.size() - at))) << at;
     }
     // The last read returned only once the digest was compared.
@@ -95,7 +110,10 @@ TEST(SequentialCheck, AnInOrderReaderIsHashedOnAnotherThreadAndItsLastReadWaitsF
     EXPECT_FALSE(check.failed());
     EXPECT_TRUE(o.matched);
     EXPECT_EQ(check.error(), "");
-    EXPECT_GT(o.check_reads.load(), 0u) << "the bytes are hashed from the check's own reads";
+    // The readers' bytes are hashed from copies, never read again; the gap and the bytes past
+    // the last read are read by the check, never on the reader's thread.
+    EXPECT_EQ(o.check_bytes.load(), kStep + tail_read(o.bytes.size())) << "only the gap and the tail";
+    EXPECT_GT(o.check_reads.load(), 0u);
     EXPECT_EQ(o.check_reads_on_reader_thread.load(), 0u) << "never on the reader's thread";
 }
 
@@ -129,14 +147,14 @@ TEST(SequentialCheck, ARandomReaderEndsTheCheckUncheckedAndNothingIsReadForIt) {
     EXPECT_FALSE(o.matched);
 }
 
-TEST(SequentialCheck, AReaderIsAnsweredWhileTheHashingThreadIsHeldUpToKLagAhead) {
+TEST(SequentialCheck, AReaderIsAnsweredWhileTheHashingThreadIsHeldUpToKLagOfCopies) {
     Object o(random_bytes(SequentialCheck::kLag * 2 + (3 << 20)));
     SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
-    o.set_gate(false);
-    uint64_t at = 0;
+    o.set_gate(false);  // the hashing thread is held in its read of the first gap
+    uint64_t at = kStep;
     {
-        // A FUSE worker: it never waits for the hashing thread; up to kLag ahead its reads are
-        // answered at once, past it they are handed on (-EWOULDBLOCK).
+        // A FUSE worker: it never waits for the hashing thread; up to kLag of copies its reads
+        // are answered at once, past it they are handed on (-EWOULDBLOCK).
         gguf::NoNetworkWaitScope no_wait;
         ssize_t r = 0;
         for (; at < o.bytes.size(); at += kStep) {
@@ -144,14 +162,18 @@ TEST(SequentialCheck, AReaderIsAnsweredWhileTheHashingThreadIsHeldUpToKLagAhead)
             if (r != static_cast<ssize_t>(kStep)) break;
         }
         EXPECT_EQ(r, -EWOULDBLOCK);
-        EXPECT_GT(at + kStep, SequentialCheck::kLag);
-        EXPECT_LE(at, SequentialCheck::kLag + kStep);
+        EXPECT_EQ(at - kStep, SequentialCheck::kLag) << "kLag of copies queued";
     }
     // A thread that may wait: the same read returns once the hashing thread caught up.
-    o.set_gate(true);
+    std::thread opener([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        o.set_gate(true);
+    });
     EXPECT_EQ(o.read(check, at, kStep), static_cast<ssize_t>(kStep));
+    opener.join();
     for (at += kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
     EXPECT_TRUE(o.matched);
+    EXPECT_EQ(o.check_bytes.load(), kStep + tail_read(o.bytes.size())) << "only the first gap and the tail";
 }
 
 TEST(SequentialCheck, ASettlingReadOnAFuseWorkerIsHandedOnUntilTheDigestIsCompared) {
@@ -178,7 +200,7 @@ TEST(SequentialCheck, FinishHashesWhatNoReaderReadAndDestroyingAHeldCheckWaitsFo
     held.set_gate(false);
     auto check = std::make_unique<SequentialCheck>(sha256_hex(held.bytes), false, held.bytes.size(), "object",
                                                    held.hooks());
-    ASSERT_EQ(held.read(*check, 0, kStep), static_cast<ssize_t>(kStep));
+    ASSERT_EQ(held.read(*check, kStep, kStep), static_cast<ssize_t>(kStep));  // its gap holds the thread
     std::thread opener([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         held.set_gate(true);
