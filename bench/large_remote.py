@@ -285,7 +285,11 @@ def run(b, mid, rows, runs_n, res, log):
             out = {"model_bytes": os.path.getsize(model), "layers": info["layers"], "shards": len(srv.names),
                    "runs": runs_n, "sources": {}}
             res["remote"] = out
-            for source in SOURCES:
+            wanted = getattr(b.a, "large_sources", ",".join(SOURCES)).split(",")
+            bad = set(wanted) - set(SOURCES)
+            if bad:
+                raise SystemExit("--large-sources: unknown %s (sources: %s)" % (",".join(sorted(bad)), ",".join(SOURCES)))
+            for source in [s for s in SOURCES if s in wanted]:
                 paths = {k: Path(b, srv, source, k) for k in PATHS}
                 runs = {"%s %s" % (k, s): [] for k in PATHS for s in ("cold", "cached")}
                 out["sources"][source] = runs

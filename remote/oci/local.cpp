@@ -1,12 +1,12 @@
 // Local OCI sources: an OCI image layout and an Ollama models store, their blobs read in place.
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -32,18 +32,43 @@ bool is_file(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/// The bytes of the manifest or index file `path`: opened without following a link
+/// (O_NOFOLLOW; a link in the folder speaks for its writer), then judged on that descriptor
+/// (a regular file of at most kMaxManifestBytes: nothing swapped in between a check and the
+/// open). Throws gguf::Error(Io) naming the path when it cannot be read, BadValue when it is
+/// not such a file.
 std::string read_small(const std::string& path) {
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0)
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    auto not_manifest = [&] {
+        return gguf::Error(gguf::Code::BadValue,
+                           path + ": not a manifest (not a regular file of at most 4 MiB; links are not followed)");
+    };
+    if (fd < 0) {
+        if (errno == ELOOP) throw not_manifest();
         throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
-    if (!S_ISREG(st.st_mode) || st.st_size > kMaxManifestBytes)
-        throw gguf::Error(gguf::Code::BadValue,
-                          path + ": not a manifest (not a regular file of at most 4 MiB; links are not followed)");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw gguf::Error(gguf::Code::Io, path + ": cannot be read", EIO);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    }
+    struct stat st {};
+    std::string out;
+    try {
+        if (::fstat(fd, &st) != 0) throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
+        if (!S_ISREG(st.st_mode) || st.st_size > kMaxManifestBytes) throw not_manifest();
+        out.resize(static_cast<size_t>(kMaxManifestBytes) + 1);
+        size_t got = 0;
+        for (;;) {
+            const ssize_t r = ::read(fd, &out[got], out.size() - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) throw gguf::Error(gguf::Code::Io, path + ": cannot be read: " + std::strerror(errno), errno);
+            if (r == 0) break;
+            got += static_cast<size_t>(r);
+            if (got > static_cast<size_t>(kMaxManifestBytes)) throw not_manifest();  // grew meanwhile
+        }
+        out.resize(got);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    return out;
 }
 
 std::vector<std::string> entries(const std::string& dir) {

@@ -255,4 +255,61 @@ TEST_F(OciLocal, ALocalBlobThatDoesNotHashToItsDigestIsEioPastTheBadBytesAndChec
     }
 }
 
+// A layout or store speaks for whoever can write it: a blob or a manifest that is a symbolic link
+// is not followed, even to a file with the right bytes outside the folder. The model is not
+// served; check names the file and why; a real file put back serves it again.
+TEST_F(OciLocal, ABlobOrManifestThatIsALinkIsNotFollowedEvenToTheRightBytes) {
+    std::string want;
+    const auto shards = remote_test::dense_shards(root_, &want);
+    ASSERT_EQ(shards.size(), 3u);
+    const std::string store = root_ + "/store";
+    const std::string layout = root_ + "/layout";
+    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "ollama", "--store", store, "--name", "library/dense",
+                                             "--tag", "v1"},
+                                            shards))
+                     .empty());
+    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "modelpack", "--names", "--layout", layout, "--tag", "v1"},
+                                            shards))
+                     .empty());
+    const std::string blob_hex = gguf_test::sha256_file(shards[1]);
+    const std::string outside = root_ + "/outside";
+    fs::create_directories(outside);
+    struct Plant {
+        std::string source, file, planted, why;
+    };
+    const std::string store_manifest = store + "/manifests/registry.ollama.ai/library/dense/v1";
+    ASSERT_TRUE(fs::is_regular_file(store_manifest)) << store_manifest;
+    const std::vector<Plant> plants = {
+        {store, "dense-v1.gguf", store + "/blobs/sha256-" + blob_hex, "is not a regular file (links are not followed)"},
+        {layout, "layout-v1.gguf", layout + "/blobs/sha256/" + blob_hex, "is not a regular file (links are not followed)"},
+        {store, "dense-v1.gguf", store_manifest, "links are not followed"},
+    };
+    for (const Plant& p : plants) {
+        SCOPED_TRACE(p.planted);
+        const std::string copy = outside + "/" + fs::path(p.planted).filename().string();
+        fs::copy_file(p.planted, copy, fs::copy_options::overwrite_existing);
+        fs::remove(p.planted);
+        fs::create_symlink(copy, p.planted);
+
+        auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", p.source});
+        EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+        EXPECT_NE((r.out + r.err).find(p.planted + ": "), std::string::npos) << r.out << r.err;
+        EXPECT_NE((r.out + r.err).find(p.why), std::string::npos) << r.out << r.err;
+        if (mount({}, p.source)) {
+            EXPECT_FALSE(fs::exists(mnt_ + "/" + p.file)) << "served through a link: " << log();
+            EXPECT_EQ(unmount_and_wait(), 0) << log();
+        }
+        r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", p.source + "/" + p.file, root_ + "/m.gguf"});
+        EXPECT_NE(r.exit_code, 0) << r.err;
+        EXPECT_FALSE(fs::exists(root_ + "/m.gguf"));
+
+        // The real file back: served byte-exact again.
+        fs::remove(p.planted);
+        fs::copy_file(copy, p.planted);
+        ASSERT_TRUE(mount({}, p.source)) << log();
+        EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + p.file), want) << log();
+        EXPECT_EQ(unmount_and_wait(), 0) << log();
+    }
+}
+
 }  // namespace
