@@ -40,6 +40,24 @@ std::vector<std::string> names_in(const std::string& dir) {
 class OciLocal : public remote_test::OciMountFixture {
 protected:
     std::vector<std::string> kvzoo_t15() { return remote_test::kvzoo_t15(root_); }
+    /// The 3 dense shards (their merge's sha256 in *want) pushed as Ollama would into the store
+    /// ROOT/store (library/dense:v1, shown as dense-v1.gguf) and as a ModelPack artifact with
+    /// layer names, layers out of order, into the layout ROOT/layout (tag v1: layout-v1.gguf).
+    std::vector<std::string> dense_store_and_layout(std::string* want) {
+        const auto shards = remote_test::dense_shards(root_, want);
+        EXPECT_EQ(shards.size(), 3u);
+        EXPECT_FALSE(remote_test::oci_push(plus({"--flavour", "ollama", "--store", store(), "--name", "library/dense",
+                                                 "--tag", "v1"},
+                                                shards))
+                         .empty());
+        EXPECT_FALSE(remote_test::oci_push(plus({"--flavour", "modelpack", "--names", "--order", "2,3,1", "--layout",
+                                                 layout(), "--tag", "v1"},
+                                                shards))
+                         .empty());
+        return shards;
+    }
+    std::string store() const { return root_ + "/store"; }
+    std::string layout() const { return root_ + "/layout"; }
 };
 
 TEST_F(OciLocal, SkopeoCopiesOfEveryFlavourSingleAndShardedIntoOneLayoutAreByteExact) {
@@ -190,18 +208,10 @@ TEST_F(OciLocal, AnOllamaStoreAsOllamaWritesItShowsEveryHostNamespaceAndTag) {
 
 TEST_F(OciLocal, ALocalBlobThatDoesNotHashToItsDigestIsEioPastTheBadBytesAndCheckAndMergeRefuseIt) {
     std::string want;
-    const auto shards = remote_test::dense_shards(root_, &want);
+    const auto shards = dense_store_and_layout(&want);
     ASSERT_EQ(shards.size(), 3u);
-    const std::string store = root_ + "/store";
-    const std::string layout = root_ + "/layout";
-    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "ollama", "--store", store, "--name", "library/dense",
-                                             "--tag", "v1"},
-                                            shards))
-                     .empty());
-    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "modelpack", "--names", "--order", "2,3,1", "--layout",
-                                             layout, "--tag", "v1"},
-                                            shards))
-                     .empty());
+    const std::string store = this->store();
+    const std::string layout = this->layout();
     const std::string expected = gguf_test::sha256_file(shards[1]);
     const std::vector<std::pair<std::string, std::string>> sources = {
         {store, store + "/blobs/sha256-" + expected},
@@ -260,17 +270,10 @@ TEST_F(OciLocal, ALocalBlobThatDoesNotHashToItsDigestIsEioPastTheBadBytesAndChec
 // served; check names the file and why; a real file put back serves it again.
 TEST_F(OciLocal, ABlobOrManifestThatIsALinkIsNotFollowedEvenToTheRightBytes) {
     std::string want;
-    const auto shards = remote_test::dense_shards(root_, &want);
+    const auto shards = dense_store_and_layout(&want);
     ASSERT_EQ(shards.size(), 3u);
-    const std::string store = root_ + "/store";
-    const std::string layout = root_ + "/layout";
-    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "ollama", "--store", store, "--name", "library/dense",
-                                             "--tag", "v1"},
-                                            shards))
-                     .empty());
-    ASSERT_FALSE(remote_test::oci_push(plus({"--flavour", "modelpack", "--names", "--layout", layout, "--tag", "v1"},
-                                            shards))
-                     .empty());
+    const std::string store = this->store();
+    const std::string layout = this->layout();
     const std::string blob_hex = gguf_test::sha256_file(shards[1]);
     const std::string outside = root_ + "/outside";
     fs::create_directories(outside);
