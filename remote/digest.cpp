@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <iterator>
 #include <new>
 #include <thread>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -163,10 +165,12 @@ void SequentialCheck::hash_behind() const noexcept {
             } else {  // a gap no reader asked for: read through the source
                 const uint64_t at = queue_.front().offset;
                 const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, queue_.front().len));
+                gap_busy_ = true;  // a late reader of these bytes leaves this piece alone
                 lock.unlock();
                 const ssize_t r = hooks_.read(buf.get(), want, at);
                 if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
                 lock.lock();
+                gap_busy_ = false;
                 if (r <= 0) {
                     failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
                     failed_kick_ = kicks_;  // tried again after the next read
@@ -188,6 +192,30 @@ void SequentialCheck::hash_behind() const noexcept {
     hasher_running_ = false;
     cv_.notify_all();
     t_hashing_gap = false;
+}
+
+void SequentialCheck::fill_gaps(const char* data, uint64_t offset, size_t n) const {
+    const uint64_t end = offset + n;
+    for (size_t i = gap_busy_ ? 1 : 0; i < queue_.size(); ++i) {
+        Piece& p = queue_[i];
+        if (p.offset >= end) break;
+        if (p.bytes || p.offset + p.len <= offset) continue;
+        const uint64_t a = std::max(p.offset, offset);
+        const uint64_t b = std::min(p.offset + p.len, end);
+        std::unique_ptr<char[]> bytes(new char[b - a]);
+        std::memcpy(bytes.get(), data + (a - offset), b - a);
+        const uint64_t p_end = p.offset + p.len;
+        // [p.offset, a) stays a gap, [a, b) is the copy, [b, p_end) a gap again.
+        std::vector<Piece> parts;
+        if (a > p.offset) parts.push_back(Piece{p.offset, a - p.offset, nullptr});
+        parts.push_back(Piece{a, b - a, std::move(bytes)});
+        if (p_end > b) parts.push_back(Piece{b, p_end - b, nullptr});
+        copied_ += b - a;
+        queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+        queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(i), std::make_move_iterator(parts.begin()),
+                      std::make_move_iterator(parts.end()));
+        i += parts.size() - 1;
+    }
 }
 
 void SequentialCheck::queue_to(uint64_t end) const {
@@ -214,6 +242,9 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
                 cv_.notify_all();
                 return static_cast<ssize_t>(n);
             }
+            // Bytes of a gap queued by a read that came first (FUSE workers answer a reader's
+            // read-ahead out of order): hashed from this copy, not read again.
+            if (offset < frontier_) fill_gaps(static_cast<const char*>(data), offset, n);
             if (end <= frontier_) break;  // queued or hashed already
             const uint64_t from = std::max(offset, frontier_);
             if (copied_ == 0 || copied_ + (end - from) <= kLag) {

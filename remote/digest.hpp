@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -133,6 +134,9 @@ private:
     ssize_t after_read_in_order(const void* data, uint64_t offset, size_t n) const noexcept;
     /// Queues [frontier_, end) as a gap for the hashing thread to read; under mutex_.
     void queue_to(uint64_t end) const;
+    /// Turns the parts of queued gaps that [offset, offset + n) covers into copies of `data`
+    /// (not the gap the hashing thread is reading); under mutex_.
+    void fill_gaps(const char* data, uint64_t offset, size_t n) const;
     /// Reads and hashes bytes [hashed_, end); under mutex_ (`whole`). 0, or the failing read's -errno.
     int hash_gap(uint64_t end) const noexcept;
     /// Compares the digest once every byte is hashed; under mutex_.
@@ -173,6 +177,7 @@ private:
     };
     mutable std::deque<Piece> queue_;     // in offset order, from hashed_ to frontier_
     mutable uint64_t copied_ = 0;         // bytes of copies queued or being hashed (at most about kLag)
+    mutable bool gap_busy_ = false;       // the hashing thread reads the gap at the front of queue_
     mutable uint64_t frontier_ = 0;       // end of the bytes queued (read in order, or the tail)
     mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far
     mutable uint64_t failed_kick_ = kNoKick;  // kicks_ when the hashing thread's last read failed

@@ -117,6 +117,21 @@ TEST(SequentialCheck, AnInOrderReaderIsHashedOnAnotherThreadAndItsLastReadWaitsF
     EXPECT_EQ(o.check_reads_on_reader_thread.load(), 0u) << "never on the reader's thread";
 }
 
+TEST(SequentialCheck, AReadThatArrivesAfterOneBeyondItIsHashedFromItsCopyNotReadAgain) {
+    // FUSE workers answer a reader's read-ahead out of order: a read beyond queues the bytes
+    // before it as a gap, and the late read of those bytes fills it.
+    Object o(random_bytes(6 << 20));
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    o.set_gate(false);  // the hashing thread stops at its first gap
+    ASSERT_EQ(o.read(check, kStep, kStep), static_cast<ssize_t>(kStep));          // gap [0, kStep): read
+    ASSERT_EQ(o.read(check, 3 * kStep, kStep), static_cast<ssize_t>(kStep));      // gap [2, 3) kStep
+    ASSERT_EQ(o.read(check, 2 * kStep, kStep), static_cast<ssize_t>(kStep));      // ... filled by this copy
+    o.set_gate(true);
+    for (uint64_t at = 4 * kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
+    EXPECT_TRUE(o.matched);
+    EXPECT_EQ(o.check_bytes.load(), kStep + tail_read(o.bytes.size())) << "the late read's bytes are not read again";
+}
+
 TEST(SequentialCheck, WrongBytesFailTheLastReadAndEveryLaterOneWithEio) {
     Object o(random_bytes((6 << 20) + 7));
     const std::string wrong = sha256_hex(o.bytes + "x");
