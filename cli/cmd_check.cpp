@@ -306,6 +306,8 @@ int run_check(int argc, char** argv) {
         print_error(e.what());
         return 1;
     }
+    // Warnings (a retried request, a hint about SOURCE) as "gguf-mount: warning: ..." on stderr.
+    setup_logging("warn", false);
     ResolvedSource resolved = resolve_source(source, sopt);
     source = resolved.shown;  // the name in the JSON document of a failure
 #ifdef GGUF_MOUNT_WITH_REMOTE
@@ -313,7 +315,6 @@ int run_check(int argc, char** argv) {
 #endif
 
     raise_open_file_limit();
-    setup_logging("warn", false);  // warnings (e.g. a retried request) as "gguf-mount: warning: ..." on stderr
     copt.keep_layouts = false;  // sizes, shards and problems only: no header kept per set
     // A single unsplit GGUF file is fine as it is: say so (it is not a set to merge, but not a
     // problem either); a mount of its directory serves it.

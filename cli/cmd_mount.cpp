@@ -289,7 +289,8 @@ int run_mount(int argc, char** argv) {
                     "  byte-split GGUF file) as NAME-00001-of-0000N.gguf ..., the bytes 'gguf-mount split'\n"
                     "  writes with the same options, without writing them\n"
                     "Incomplete or invalid sets are not shown and are logged once with the reason. While\n"
-                    "mounted, changes in SOURCE show within about a second; SIGHUP rescans at once. A\n"
+                    "mounted, changes in a directory SOURCE show within about a second (an OCI layout or\n"
+                    "Ollama store: at SIGHUP only); SIGHUP rescans at once. A\n"
                     "directory SOURCE is mounted even when nothing in it is complete yet; a first-shard\n"
                     "SOURCE must be a valid set (else exit status 1, nothing mounted).\n"
                     "MOUNTPOINT must be an empty directory (else --allow-non-empty) with nothing mounted\n"
@@ -304,6 +305,9 @@ int run_mount(int argc, char** argv) {
                     "  gguf-mount big.gguf /mnt/up --split-max-size 45G     big.gguf as shards to upload\n"
                     "  gguf-mount https://host/m/qwen-00001-of-00003.gguf /mnt/q   remote set, fetched lazily into\n"
                     "                                                      the block cache\n"
+                    "  gguf-mount ollama://gemma3:1b /mnt/g                 a model of Ollama's library\n"
+                    "  gguf-mount oci://ghcr.io/org/models:q4 /mnt/q        a model artifact of a registry\n"
+                    "  gguf-mount ~/.ollama/models /mnt/ollama              every pulled model (kill -HUP after a pull)\n"
                     "  gguf-mount /models /mnt/m --chat-template-file fixed.jinja   every model with a new template\n",
                     kKvOverrideHelp,
                     "  These apply to every model served (merged sets and single .gguf files), after the\n"

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
+#include "common/text.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 
@@ -40,6 +43,9 @@ void classify_local(ResolvedSource* s) {
     if (s->kind == SourceKind::LocalDirectory) {
         if (remote::oci::is_oci_layout(s->path)) s->kind = SourceKind::OciLayout;
         else if (remote::oci::is_ollama_store(s->path)) s->kind = SourceKind::OllamaStore;
+        else if (remote::oci::is_ollama_store(s->path + "/models"))  // ~/.ollama given for ~/.ollama/models
+            spdlog::warn("{} is an Ollama store: give it as SOURCE to see its models by name ({} itself is "
+                         "served as a plain folder)", gguf::quote_name(s->path + "/models"), gguf::quote_name(s->path));
     } else if (!s->local_problem.empty()) {
         // DIR/NAME.gguf of a layout or store: the model a mount of DIR shows as NAME.gguf.
         for (std::string dir = gguf::dir_name(s->path); !dir.empty() && dir != "/" && dir != ".";

@@ -173,10 +173,13 @@ private:
         out_.directories.push_back(std::move(d));
     }
 
-    /// Rule 8 attributes of the file `rel` made of `parts`.
+    /// Rule 8 attributes of the file `rel` made of `parts`: narrowed by the directories on the
+    /// way of a local file, also one a listing names (a local OCI layout's or Ollama store's
+    /// blob: part_has_local_path).
     EntryAttributes attributes(const std::string& rel, const std::vector<FilePart>& parts) {
         EntryAttributes a = file_attributes(parts);
-        if (!listing_) note(rel, judge_.narrow_file(parts, &a));
+        const bool local = !listing_ || (!parts.empty() && std::all_of(parts.begin(), parts.end(), part_has_local_path));
+        if (local) note(rel, judge_.narrow_file(parts, &a));
         return a;
     }
 

@@ -164,7 +164,7 @@ void Auth::discover() {
     if (!a.error.empty()) {
         const std::string hint = !ref_.plain_http && tls_failure(a.error)
                                      ? " (a registry without TLS: --plain-http)"
-                                     : " (--offline serves what an earlier mount or prefetch cached)";
+                                     : " (mount and merge --offline serve what an earlier mount or prefetch cached)";
         throw gguf::Error(gguf::Code::Io,
                           ref_.shown() + ": registry " + ref_.base_url() + " cannot be reached: " + a.error + hint, EIO);
     }

@@ -3,6 +3,8 @@
 // laid out as Ollama writes one (manifests/HOST/NAMESPACE/MODEL/TAG, blobs/sha256-HEX, partial
 // downloads beside them), and their blobs as content addresses: a blob whose bytes do not hash to
 // its digest is EIO past the bad bytes for a reader, and check and merge refuse it.
+#include <sys/stat.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -182,10 +184,16 @@ TEST_F(OciLocal, AnOllamaStoreAsOllamaWritesItShowsEveryHostNamespaceAndTag) {
     gguf_test::write_file(store + "/blobs/sha256-" + std::string(64, 'a') + "-partial", "{}");
     gguf_test::write_file(store + "/blobs/sha256-" + std::string(64, 'a') + "-partial-0", "half a blob");
 
+    // The store under a folder only its owner may enter: its models are served to the owner
+    // class only (rule 8 over every blob's path, as a plain folder's files are).
+    fs::permissions(root_ + "/ollama", fs::perms::owner_all);
     ASSERT_TRUE(mount({}, store)) << log();
     for (const Pull& p : pulls) {
         SCOPED_TRACE(p.shown);
         EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + p.shown), p.sha256) << log();
+        struct stat st {};
+        ASSERT_EQ(::stat((mnt_ + "/" + p.shown).c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 07777, 0400u) << "narrowed by " << root_ << "/ollama (0700)";
     }
     EXPECT_EQ(names_in(mnt_), (std::vector<std::string>{"127.0.0.1:5000", "hf.co", "kvzoo-latest.gguf", "kvzoo-t7.gguf",
                                                         "kvzoo-t7.template", "someone"}));
@@ -194,6 +202,11 @@ TEST_F(OciLocal, AnOllamaStoreAsOllamaWritesItShowsEveryHostNamespaceAndTag) {
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", store});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    // ~/.ollama given for ~/.ollama/models: served as a plain folder, saying which to give.
+    r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", root_ + "/ollama"});
+    EXPECT_NE(r.err.find(root_ + "/ollama/models is an Ollama store: give it as SOURCE to see its models by name"),
+              std::string::npos)
+        << r.err;
     // merge takes a model as STORE/PATH, the path a mount of STORE shows.
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", store + "/127.0.0.1:5000/team/kvzoo-v1.gguf",
                         root_ + "/kv.gguf"});
