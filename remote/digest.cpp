@@ -171,6 +171,7 @@ void SequentialCheck::hash_behind() const noexcept {
                 if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
                 lock.lock();
                 gap_busy_ = false;
+                if (stop_ || finished_ || queue_.empty()) break;  // ended meanwhile (unchecked): nothing to take
                 if (r <= 0) {
                     failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
                     failed_kick_ = kicks_;  // tried again after the next read
@@ -182,7 +183,7 @@ void SequentialCheck::hash_behind() const noexcept {
                     hashed_ += static_cast<uint64_t>(r);
                 }
             }
-            if (hashed_ == size_) compare();
+            if (!finished_ && hashed_ == size_) compare();
             cv_.notify_all();
         }
     } catch (...) {  // compare's line could not be made: the check ends unchecked
@@ -264,6 +265,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
             cv_.notify_all();
             wait_hasher(lock, kick, [&] { return end <= frontier_ || copied_ + (end - std::max(offset, frontier_)) <= kLag; });
             if (failed_kick_ != kNoKick && failed_kick_ >= kick) return static_cast<ssize_t>(n);  // unhashed: later
+            if (!hasher_running_) break;  // the thread ended (no memory): these bytes stay a gap for a later read
         }
         // The bytes an in-order reader does not read near the end (padding) complete the check.
         if (size_ - frontier_ <= kTail) queue_to(size_);
