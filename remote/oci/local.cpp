@@ -1,7 +1,6 @@
 // Local OCI sources: an OCI image layout and an Ollama models store, their blobs read in place.
 #include <dirent.h>
 #include <fcntl.h>
-#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gguf/bytes/file_io.hpp"
 #include "gguf/error.hpp"
 #include "remote/oci/listing.hpp"
 #include "remote/oci/local_blob.hpp"
@@ -32,43 +32,21 @@ bool is_file(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/// The bytes of the manifest or index file `path`: opened without following a link
-/// (O_NOFOLLOW; a link in the folder speaks for its writer), then judged on that descriptor
-/// (a regular file of at most kMaxManifestBytes: nothing swapped in between a check and the
-/// open). Throws gguf::Error(Io) naming the path when it cannot be read, BadValue when it is
-/// not such a file.
-std::string read_small(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    auto not_manifest = [&] {
-        return gguf::Error(gguf::Code::BadValue,
-                           path + ": not a manifest (not a regular file of at most 4 MiB; links are not followed)");
-    };
-    if (fd < 0) {
-        if (errno == ELOOP) throw not_manifest();
-        throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
-    }
-    struct stat st {};
-    std::string out;
-    try {
-        if (::fstat(fd, &st) != 0) throw gguf::Error(gguf::Code::Io, path + ": " + std::strerror(errno), errno);
-        if (!S_ISREG(st.st_mode) || st.st_size > kMaxManifestBytes) throw not_manifest();
-        out.resize(static_cast<size_t>(kMaxManifestBytes) + 1);
-        size_t got = 0;
-        for (;;) {
-            const ssize_t r = ::read(fd, &out[got], out.size() - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) throw gguf::Error(gguf::Code::Io, path + ": cannot be read: " + std::strerror(errno), errno);
-            if (r == 0) break;
-            got += static_cast<size_t>(r);
-            if (got > static_cast<size_t>(kMaxManifestBytes)) throw not_manifest();  // grew meanwhile
-        }
-        out.resize(got);
-    } catch (...) {
-        ::close(fd);
-        throw;
-    }
-    ::close(fd);
-    return out;
+/// The bytes of the manifest or index file `path`, beneath the layout or store `root` (path =
+/// root + "/" + a plain relative name): opened beneath root without following any link on the
+/// way (gguf::open_regular_beneath: a link in the folder speaks for its writer), judged on that
+/// descriptor (a regular file) and read up to kMaxManifestBytes (gguf::read_bounded). Throws
+/// gguf::Error naming the path when it cannot be opened, passes through a link, is not a
+/// regular file or is larger.
+std::string read_small(const std::string& root, const std::string& path) {
+    const std::string prefix = root + "/";
+    const std::string rel = path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : std::string();
+    if (!gguf::is_plain_relative_path(rel))
+        throw gguf::Error(gguf::Code::BadValue, path + ": not a file name beneath " + root);
+    gguf::UniqueFd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) throw gguf::Error(gguf::Code::Io, root + ": " + std::strerror(errno), errno);
+    const gguf::UniqueFd fd = gguf::open_regular_beneath(dir.get(), rel, path);
+    return gguf::read_bounded(fd.get(), static_cast<uint64_t>(kMaxManifestBytes), path);
 }
 
 std::vector<std::string> entries(const std::string& dir) {
@@ -86,15 +64,21 @@ std::vector<std::string> entries(const std::string& dir) {
 /// A local blob's FilePart (read in place through a LocalBlobSource, its bytes checked against
 /// its digest). Throws gguf::Error(Io) naming the path when it is missing, BadValue when its
 /// size is not the descriptor's or its digest is not a sha256 one.
-gguf::FilePart blob_part(const std::string& path, const Descriptor& d, bool whole) {
-    // lstat: a link in the folder is whatever its writer planted; it is not followed (the open
-    // after this is checked against this inode, LocalFileSource::open).
+gguf::FilePart blob_part(const std::string& root, const std::string& path, const Descriptor& d, bool whole) {
+    // Opened beneath root, no link followed on the way (a link in the folder is whatever its
+    // writer planted); the served file's later open is checked against this inode
+    // (LocalFileSource::open).
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0)
-        throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " missing", ENOENT);
-    if (!S_ISREG(st.st_mode))
-        throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " is not a regular file (links are not followed)",
-                          EINVAL);
+    try {
+        const std::string prefix = root + "/";
+        const std::string rel = path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : std::string();
+        gguf::UniqueFd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!dir) throw gguf::Error(gguf::Code::Io, root + ": " + std::strerror(errno), errno);
+        (void)gguf::open_regular_beneath(dir.get(), rel, path, &st);
+    } catch (const gguf::Error& e) {
+        if (e.sys_errno() == ENOENT) throw gguf::Error(gguf::Code::Io, path + ": blob " + d.digest + " missing", ENOENT);
+        throw gguf::Error(gguf::Code::Io, std::string(e.what()) + " (blob " + d.digest + ")", e.sys_errno());
+    }
     if (static_cast<uint64_t>(st.st_size) != d.size)
         throw gguf::Error(gguf::Code::BadValue, path + ": blob " + d.digest + " is " + std::to_string(st.st_size) +
                                                     " bytes, its manifest says " + std::to_string(d.size));
@@ -106,7 +90,8 @@ gguf::FilePart blob_part(const std::string& path, const Descriptor& d, bool whol
 }
 
 /// Adds the files of manifest `m` named after `base` under folder `folder` ("" or "a/b/").
-void add_model(TreeListing& listing, const Manifest& m, const std::string& folder, const std::string& base,
+void add_model(TreeListing& listing, const std::string& root, const Manifest& m, const std::string& folder,
+               const std::string& base,
                const std::function<std::string(const std::string&)>& blob_path, const std::string& where, bool whole) {
     Naming naming;
     naming.base = base;
@@ -114,7 +99,7 @@ void add_model(TreeListing& listing, const Manifest& m, const std::string& folde
     ModelFiles files = model_files(m, naming, where);
     auto add = [&](const ModelFile& f) {
         try {
-            listing.add(folder + f.name, blob_part(blob_path(f.layer.digest), f.layer, whole));
+            listing.add(folder + f.name, blob_part(root, blob_path(f.layer.digest), f.layer, whole));
         } catch (const gguf::Error& e) {
             listing.add_error(folder + f.name, e.what());
         }
@@ -126,9 +111,10 @@ void add_model(TreeListing& listing, const Manifest& m, const std::string& folde
 
 /// The bytes of the manifest blob of descriptor `d` (at blob_path(d.digest)), checked against its
 /// digest. Throws gguf::Error(BadValue) naming the file and both digests when they differ.
-std::string read_manifest_blob(const std::function<std::string(const std::string&)>& blob_path, const Descriptor& d) {
+std::string read_manifest_blob(const std::string& root, const std::function<std::string(const std::string&)>& blob_path,
+                               const Descriptor& d) {
     const std::string path = blob_path(d.digest);
-    std::string bytes = read_small(path);
+    std::string bytes = read_small(root, path);
     const std::string got = "sha256:" + cache_files::sha256_hex(bytes);
     if (got != d.digest)
         throw gguf::Error(gguf::Code::BadValue, path + ": sha256 mismatch: expected " + d.digest.substr(0, 80) +
@@ -138,15 +124,16 @@ std::string read_manifest_blob(const std::function<std::string(const std::string
 }
 
 /// A manifest (the blob of descriptor `top`, or the file `path` when `top` is null: an Ollama
-/// manifest, named by its tag), narrowed to its model manifest when it is an index.
-Manifest read_model_manifest(const std::string& path, const Descriptor* top,
+/// manifest, named by its tag), narrowed to its model manifest when it is an index; every file
+/// read beneath `root` (read_small).
+Manifest read_model_manifest(const std::string& root, const std::string& path, const Descriptor* top,
                              const std::function<std::string(const std::string&)>& blob_path, const std::string& where) {
-    Manifest m = parse_manifest(top ? read_manifest_blob(blob_path, *top) : read_small(path),
+    Manifest m = parse_manifest(top ? read_manifest_blob(root, blob_path, *top) : read_small(root, path),
                                 top ? top->media_type : std::string(), where);
     if (!m.index) return m;
-    auto fetch = [&](const Descriptor& d) { return read_manifest_blob(blob_path, d); };
+    auto fetch = [&](const Descriptor& d) { return read_manifest_blob(root, blob_path, d); };
     Descriptor chosen = select_model_manifest(m, fetch, where);
-    m = parse_manifest(read_manifest_blob(blob_path, chosen), chosen.media_type, where);
+    m = parse_manifest(read_manifest_blob(root, blob_path, chosen), chosen.media_type, where);
     if (m.index) throw gguf::Error(gguf::Code::BadValue, where + ": an index inside an index is not read");
     return m;
 }
@@ -165,7 +152,7 @@ bool is_ollama_store(const std::string& dir) { return is_dir(dir + "/manifests")
 
 std::shared_ptr<TreeListing> layout_listing(const std::string& dir, bool whole) {
     const std::string index_path = dir + "/index.json";
-    Manifest index = parse_manifest(read_small(index_path), "", index_path);
+    Manifest index = parse_manifest(read_small(dir, index_path), "", index_path);
     auto listing = std::make_shared<TreeListing>(dir);
     auto blob_path = [&](const std::string& digest) { return dir + "/blobs/sha256/" + digest.substr(7); };
     std::vector<Descriptor> list = index.index ? index.manifests : std::vector<Descriptor>{};
@@ -189,8 +176,8 @@ std::shared_ptr<TreeListing> layout_listing(const std::string& dir, bool whole) 
         }
         const std::string where = index_path + " (" + (ref == d.annotations.end() ? d.digest : ref->second) + ")";
         try {
-            Manifest m = read_model_manifest("", &d, blob_path, where);
-            add_model(*listing, m, "", base, blob_path, where, whole);
+            Manifest m = read_model_manifest(dir, "", &d, blob_path, where);
+            add_model(*listing, dir, m, "", base, blob_path, where, whole);
         } catch (const gguf::Error& e) {
             if (e.code() == gguf::Code::BadValue && std::string(e.what()).find("no GGUF layer") != std::string::npos) {
                 spdlog::info("{}", e.what());  // an image that is not a model: not shown
@@ -217,8 +204,8 @@ std::shared_ptr<TreeListing> store_listing(const std::string& dir, bool whole) {
                     if (ns != "library" || registry != kOllamaRegistry) folder += ns + "/";
                     const std::string base = model + "-" + tag;
                     try {
-                        Manifest m = read_model_manifest(path, nullptr, blob_path, path);
-                        add_model(*listing, m, folder, base, blob_path, path, whole);
+                        Manifest m = read_model_manifest(dir, path, nullptr, blob_path, path);
+                        add_model(*listing, dir, m, folder, base, blob_path, path, whole);
                     } catch (const gguf::Error& e) {
                         listing->add_error(folder + base + ".gguf", e.what());
                     }

@@ -291,25 +291,33 @@ TEST_F(OciLocal, ABlobOrManifestThatIsALinkIsNotFollowedEvenToTheRightBytes) {
     const std::string outside = root_ + "/outside";
     fs::create_directories(outside);
     struct Plant {
-        std::string source, file, planted, why;
+        std::string source, file, planted, named, why;  // named: what check's problem line names
     };
-    const std::string store_manifest = store + "/manifests/registry.ollama.ai/library/dense/v1";
+    const std::string model_dir = store + "/manifests/registry.ollama.ai/library/dense";
+    const std::string store_manifest = model_dir + "/v1";
     ASSERT_TRUE(fs::is_regular_file(store_manifest)) << store_manifest;
+    const std::string passes = "symbolic link (not followed)";  // "is a" or "is or passes through a"
+    const std::string store_blob = store + "/blobs/sha256-" + blob_hex;
+    const std::string layout_blob = layout + "/blobs/sha256/" + blob_hex;
     const std::vector<Plant> plants = {
-        {store, "dense-v1.gguf", store + "/blobs/sha256-" + blob_hex, "is not a regular file (links are not followed)"},
-        {layout, "layout-v1.gguf", layout + "/blobs/sha256/" + blob_hex, "is not a regular file (links are not followed)"},
-        {store, "dense-v1.gguf", store_manifest, "links are not followed"},
+        {store, "dense-v1.gguf", store_blob, store_blob + ": ", passes},
+        {layout, "layout-v1.gguf", layout_blob, layout_blob + ": ", passes},
+        {store, "dense-v1.gguf", store_manifest, store_manifest + ": ", passes},
+        // A folder on the way: a link to a copy of it outside (the blobs, the tag's folder).
+        {store, "dense-v1.gguf", store + "/blobs", store + "/blobs/sha256-", passes},
+        {store, "dense-v1.gguf", model_dir, store_manifest + ": ", passes},
     };
     for (const Plant& p : plants) {
         SCOPED_TRACE(p.planted);
         const std::string copy = outside + "/" + fs::path(p.planted).filename().string();
-        fs::copy_file(p.planted, copy, fs::copy_options::overwrite_existing);
-        fs::remove(p.planted);
+        fs::remove_all(copy);
+        fs::copy(p.planted, copy, fs::copy_options::recursive);
+        fs::remove_all(p.planted);
         fs::create_symlink(copy, p.planted);
 
         auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", p.source});
         EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-        EXPECT_NE((r.out + r.err).find(p.planted + ": "), std::string::npos) << r.out << r.err;
+        EXPECT_NE((r.out + r.err).find(p.named), std::string::npos) << r.out << r.err;
         EXPECT_NE((r.out + r.err).find(p.why), std::string::npos) << r.out << r.err;
         if (mount({}, p.source)) {
             EXPECT_FALSE(fs::exists(mnt_ + "/" + p.file)) << "served through a link: " << log();
@@ -321,7 +329,8 @@ TEST_F(OciLocal, ABlobOrManifestThatIsALinkIsNotFollowedEvenToTheRightBytes) {
 
         // The real file back: served byte-exact again.
         fs::remove(p.planted);
-        fs::copy_file(copy, p.planted);
+        fs::copy(copy, p.planted, fs::copy_options::recursive);
+        fs::remove_all(copy);
         ASSERT_TRUE(mount({}, p.source)) << log();
         EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/" + p.file), want) << log();
         EXPECT_EQ(unmount_and_wait(), 0) << log();
