@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/threads.hpp"
 #include "gguf/bytes/byte_source.hpp"
 
 namespace gguf_mount::remote {
@@ -135,12 +136,53 @@ bool SequentialCheck::run_hasher(std::unique_lock<std::mutex>&) const noexcept {
     if (hasher_running_) return true;
     try {
         if (hasher_.joinable()) hasher_.join();  // ended idle: it holds nothing any more
-        hasher_ = std::thread([this] { hash_behind(); });
+        // Stop signals stay with the FUSE loop threads (common/threads.hpp).
+        hasher_ = gguf::start_thread_without_termination_signals([this] { hash_behind(); });
         hasher_running_ = true;
         return true;
     } catch (...) {
         return false;
     }
+}
+
+bool SequentialCheck::hand_on(std::unique_lock<std::mutex>& lock) const noexcept {
+    if (!hooks_.threads_allowed || hooks_.threads_allowed()) return run_hasher(lock);
+    return hash_here(lock);
+}
+
+int SequentialCheck::hash_front(std::unique_lock<std::mutex>& lock, char* buf) const {
+    if (std::unique_ptr<char[]> bytes = std::move(queue_.front().bytes)) {  // a copy of a reader's bytes
+        const uint64_t len = queue_.front().len;
+        queue_.pop_front();
+        lock.unlock();
+        hash_.update(bytes.get(), static_cast<size_t>(len));
+        bytes.reset();
+        lock.lock();
+        hashed_ += len;
+        copied_ -= len;
+    } else {  // a gap no reader asked for: read through the source
+        const uint64_t at = queue_.front().offset;
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, queue_.front().len));
+        gap_busy_ = true;  // a late reader of these bytes leaves this piece alone
+        lock.unlock();
+        const ssize_t r = hooks_.read(buf, want, at);
+        if (r > 0) hash_.update(buf, static_cast<size_t>(r));
+        lock.lock();
+        gap_busy_ = false;
+        if (stop_ || finished_ || queue_.empty()) return 0;  // ended meanwhile (unchecked): nothing to take
+        if (r <= 0) {
+            failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
+            failed_kick_ = kicks_;  // tried again after the next read
+            return -1;
+        }
+        Piece& gap = queue_.front();  // only the hashing thread takes pieces off
+        gap.offset += static_cast<uint64_t>(r);
+        gap.len -= static_cast<uint64_t>(r);
+        if (gap.len == 0) queue_.pop_front();
+        hashed_ += static_cast<uint64_t>(r);
+    }
+    if (!finished_ && hashed_ == size_) compare();
+    return 1;
 }
 
 void SequentialCheck::hash_behind() const noexcept {
@@ -153,37 +195,7 @@ void SequentialCheck::hash_behind() const noexcept {
                 return stop_ || finished_ || (!queue_.empty() && kicks_ != failed_kick_);
             });
             if (!work || stop_ || finished_) break;
-            if (std::unique_ptr<char[]> bytes = std::move(queue_.front().bytes)) {  // a copy of a reader's bytes
-                const uint64_t len = queue_.front().len;
-                queue_.pop_front();
-                lock.unlock();
-                hash_.update(bytes.get(), static_cast<size_t>(len));
-                bytes.reset();
-                lock.lock();
-                hashed_ += len;
-                copied_ -= len;
-            } else {  // a gap no reader asked for: read through the source
-                const uint64_t at = queue_.front().offset;
-                const size_t want = static_cast<size_t>(std::min<uint64_t>(kGapStep, queue_.front().len));
-                gap_busy_ = true;  // a late reader of these bytes leaves this piece alone
-                lock.unlock();
-                const ssize_t r = hooks_.read(buf.get(), want, at);
-                if (r > 0) hash_.update(buf.get(), static_cast<size_t>(r));
-                lock.lock();
-                gap_busy_ = false;
-                if (stop_ || finished_ || queue_.empty()) break;  // ended meanwhile (unchecked): nothing to take
-                if (r <= 0) {
-                    failed_rc_ = r < 0 ? static_cast<int>(r) : -EIO;
-                    failed_kick_ = kicks_;  // tried again after the next read
-                } else {
-                    Piece& gap = queue_.front();  // only this thread takes pieces off
-                    gap.offset += static_cast<uint64_t>(r);
-                    gap.len -= static_cast<uint64_t>(r);
-                    if (gap.len == 0) queue_.pop_front();
-                    hashed_ += static_cast<uint64_t>(r);
-                }
-            }
-            if (!finished_ && hashed_ == size_) compare();
+            if (hash_front(lock, buf.get()) == 0) break;
             cv_.notify_all();
         }
     } catch (...) {  // compare's line could not be made: the check ends unchecked
@@ -193,6 +205,27 @@ void SequentialCheck::hash_behind() const noexcept {
     hasher_running_ = false;
     cv_.notify_all();
     t_hashing_gap = false;
+}
+
+bool SequentialCheck::hash_here(std::unique_lock<std::mutex>& lock) const noexcept {
+    // Another reading thread hashes the queue: it takes this read's bytes too.
+    cv_.wait(lock, [&] { return !hasher_running_; });
+    std::unique_ptr<char[]> buf(new (std::nothrow) char[kGapStep]);
+    if (!buf) return false;
+    hasher_running_ = true;
+    const bool was_hashing = t_hashing_gap;
+    t_hashing_gap = true;
+    try {
+        while (!stop_ && !finished_ && !queue_.empty() && hash_front(lock, buf.get()) == 1) {
+        }
+    } catch (...) {  // as hash_behind: unchecked
+        finished_ = true;
+        settled_ = true;
+    }
+    t_hashing_gap = was_hashing;
+    hasher_running_ = false;
+    cv_.notify_all();
+    return true;
 }
 
 void SequentialCheck::fill_gaps(const char* data, uint64_t offset, size_t n) const {
@@ -261,7 +294,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
             // never waits for another thread, which may wait for the network on a gap).
             if (gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
             const uint64_t kick = ++kicks_;
-            if (!run_hasher(lock)) break;
+            if (!hand_on(lock)) break;
             cv_.notify_all();
             wait_hasher(lock, kick, [&] { return end <= frontier_ || copied_ + (end - std::max(offset, frontier_)) <= kLag; });
             if (failed_kick_ != kNoKick && failed_kick_ >= kick) return static_cast<ssize_t>(n);  // unhashed: later
@@ -270,7 +303,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
         // The bytes an in-order reader does not read near the end (padding) complete the check.
         if (size_ - frontier_ <= kTail) queue_to(size_);
         const uint64_t kick = ++kicks_;
-        if (!run_hasher(lock)) {
+        if (!hand_on(lock)) {
             finished_ = true;  // no thread: unchecked, as a random reader's bytes are
             settled_ = true;
             queue_.clear();
@@ -305,7 +338,7 @@ std::string SequentialCheck::finish() const noexcept {
         if (!finished_ && !whole_) {
             queue_to(size_);
             const uint64_t kick = ++kicks_;
-            if (run_hasher(lock)) {
+            if (hand_on(lock)) {
                 cv_.notify_all();
                 wait_hasher(lock, kick, [] { return false; });
             }

@@ -82,6 +82,11 @@ public:
         std::function<std::string(const std::string&)> describe;  ///< the mismatch line, given the hash got
         std::function<void()> on_mismatch;                   ///< e.g. drop the object's cached blocks; may be empty
         std::function<void()> on_match;                      ///< e.g. record the check in the cache; may be empty
+        /// Not `whole`: false while no thread may start (a mount before it daemonizes: a thread
+        /// does not survive fork(), and a condition variable it waited on would hang the
+        /// child's next notify). Meanwhile the queued bytes are hashed on the reading thread
+        /// at each read. Empty: always true.
+        std::function<bool()> threads_allowed;
     };
     /// A read that starts up to this far past the bytes hashed so far has the bytes in between
     /// read and hashed first (requests of one reader arrive out of order from several FUSE
@@ -143,9 +148,21 @@ private:
     void compare() const;
     /// Starts the hashing thread unless it runs; under mutex_. False when no thread can be had.
     bool run_hasher(std::unique_lock<std::mutex>& lock) const noexcept;
+    /// run_hasher, or (Hooks::threads_allowed false) hash_here; under mutex_. False when the
+    /// queue can be hashed by neither (no thread, no memory).
+    bool hand_on(std::unique_lock<std::mutex>& lock) const noexcept;
     /// The hashing thread: hashes the queued pieces in order (a gap in kGapStep reads) until
     /// the last byte is hashed and compared, the check stops, or it was idle for kIdle.
     void hash_behind() const noexcept;
+    /// Hashes the piece at the front of queue_ (a copy, or up to kGapStep of a gap read into
+    /// `buf` through Hooks::read), `lock` released meanwhile, and compares once every byte is
+    /// hashed. 1: hashed; 0: the check ended or the queue emptied meanwhile; -1: the gap read
+    /// failed (failed_kick_ set). Throws what compare() throws.
+    int hash_front(std::unique_lock<std::mutex>& lock, char* buf) const;
+    /// While no thread may start: hashes the whole queue on the calling thread (one such
+    /// thread at a time), until it is empty, the check ends, or a gap read fails; under
+    /// mutex_. False when it could not start (no memory).
+    bool hash_here(std::unique_lock<std::mutex>& lock) const noexcept;
     /// Waits (under `lock`) until the digest was compared, the check stopped, the hashing
     /// thread's read failed after kick `kick`, or `done()` holds.
     template <class Done>

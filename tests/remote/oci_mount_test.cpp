@@ -36,6 +36,16 @@ protected:
     std::vector<std::string> args() const { return {"--plain-http", "--cache-dir", cache_}; }
     std::string ref(const std::string& repo_tag) const { return "oci://" + registry_.host() + "/" + repo_tag; }
     std::vector<std::string> kvzoo3() { return remote_test::kvzoo_t15(root_); }
+    /// 96 MiB in 3 shards of 32 MiB (8 cache blocks each) under ROOT/big, and the SHA-256 of
+    /// their `gguf-mount merge`.
+    void big_model(std::vector<std::string>* shards, std::string* want) {
+        fs::create_directories(root_ + "/big");
+        *shards = mount_test::split_dense_model(48, [](int) { return int64_t{524288}; }, 16, 7, root_ + "/big/big");
+        ASSERT_EQ(shards->size(), 3u);
+        auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", (*shards)[0], root_ + "/want.gguf"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        *want = gguf_test::sha256_file(root_ + "/want.gguf");
+    }
 };
 
 TEST_F(OciMount, EveryFlavourSingleAndShardedIsByteExactAndTheMergedFileIsNamedAsAFoldersSetIs) {
@@ -309,12 +319,9 @@ namespace {
 // and after a prefetch --offline serves it with the registry stopped.
 TEST_F(OciMount, AKilledMountLeavesACacheThatARemountAndThenOfflineServeByteExact) {
     // 96 MiB in 3 shards of 32 MiB (8 cache blocks each), pushed out of shard order.
-    fs::create_directories(root_ + "/big");
-    auto shards = mount_test::split_dense_model(48, [](int) { return int64_t{524288}; }, 16, 7, root_ + "/big/big");
-    ASSERT_EQ(shards.size(), 3u);
-    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "merge", "-q", shards[0], root_ + "/want.gguf"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string want = gguf_test::sha256_file(root_ + "/want.gguf");
+    std::vector<std::string> shards;
+    std::string want;
+    ASSERT_NO_FATAL_FAILURE(big_model(&shards, &want));
     uint64_t model_bytes = 0;
     for (const auto& s : shards) model_bytes += fs::file_size(s);
     registry_.access_log = true;
@@ -352,12 +359,49 @@ TEST_F(OciMount, AKilledMountLeavesACacheThatARemountAndThenOfflineServeByteExac
     EXPECT_LT(remount, model_bytes) << "the remount fetched the whole model again";
 
     // prefetch completes the cache; with the registry stopped, --offline serves the model.
-    r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), "prefetch", "-q"}, concat(args(), {source})));
+    auto r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), "prefetch", "-q"}, concat(args(), {source})));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     registry_.stop();
     ASSERT_TRUE(mount(concat(args(), {"--offline"}), source)) << log();
     EXPECT_EQ(gguf_test::sha256_file(mnt_ + "/big.gguf"), want) << log();
     EXPECT_EQ(unmount_and_wait(), 0) << log();
+}
+
+}  // namespace
+
+namespace {
+
+// A mount started as users start it (no -f: it plans, then forks into the background) reads a
+// checked registry model to its end, byte-exact. The sha256 check's hashing thread used to start
+// while planning read the shards' headers; it did not survive the fork, the condition variable it
+// waited on did, and the daemon's first notify of it hung for ever (gdb: a FUSE worker inside
+// pthread_cond_broadcast, every other worker waiting for the check's mutex): 3 of 3 cold reads
+// of a 1.15 GiB model stopped at about 20 MiB. Planning now hashes on its own thread.
+TEST_F(OciMount, ADaemonizedMountReadsACheckedModelToItsEnd) {
+    std::vector<std::string> shards;
+    std::string want;
+    ASSERT_NO_FATAL_FAILURE(big_model(&shards, &want));
+    ASSERT_NO_FATAL_FAILURE(start_registry());
+    ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--names", "--repo", "ai/big", "--tag", "v1"}, shards))
+                     .empty());
+    const std::string daemon_log = root_ + "/daemonized.log";
+    struct Unmount {  // also when an assertion fails: unmounted, and this test's daemon gone
+        std::string mnt;
+        ~Unmount() {
+            mount_test::unmount(mnt);
+            for (pid_t pid : mount_test::daemon_pids_with_argument(mnt))
+                if (!mount_test::wait_gone(pid)) ::kill(pid, SIGKILL);
+        }
+    } unmount{mnt_};
+    auto r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), ref("ai/big:v1"), mnt_, "--log-file", daemon_log},
+                              args()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Read in a process of its own, bounded: a hung read must fail the test, not hold it.
+    r = gguf_test::run({"/usr/bin/timeout", "120", "sha256sum", mnt_ + "/big.gguf"});
+    EXPECT_EQ(r.exit_code, 0) << "sha256sum of the daemonized mount's big.gguf: " << r.err << "\n"
+                              << gguf_test::read_file(daemon_log);
+    EXPECT_EQ(r.out.substr(0, 64), want) << gguf_test::read_file(daemon_log);
+    EXPECT_EQ(gguf_test::read_file(daemon_log).find("error:"), std::string::npos) << gguf_test::read_file(daemon_log);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 // the reader on a thread of its own (the reader's reads are answered without waiting for the
 // hash, but never the last kTail bytes before the digest is compared); a whole check hashes on
 // the reading thread.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -237,3 +241,56 @@ TEST(SequentialCheck, AWholeCheckHashesOnTheReadingThreadAndReadsAGapItself) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Threads of this process (/proc/self/status), -1 when it cannot be read.
+int thread_count() {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int n = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+    std::fclose(f);
+    return n;
+}
+
+}  // namespace
+
+// A mount plans, then forks into the background (a thread does not survive fork(), and a
+// condition variable a lost thread waited on hangs the child's next notify of it): while threads
+// are not allowed the reading thread hashes, no thread starts, and a child forked then reads the
+// object to its end with a thread of its own, the digest compared.
+TEST(SequentialCheck, BeforeThreadsAreAllowedTheReaderHashesAndAForkedChildReadsToTheEnd) {
+    Object o(random_bytes((8 << 20) + 999));
+    std::atomic<bool> allowed{false};
+    SequentialCheck::Hooks hooks = o.hooks();
+    hooks.threads_allowed = [&] { return allowed.load(); };
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", std::move(hooks));
+    const int threads = thread_count();
+    ASSERT_GT(threads, 0);
+    // Planning: the first bytes of the object, then a read past a gap of kStep.
+    ASSERT_EQ(o.read(check, 0, 4096), 4096);
+    ASSERT_EQ(o.read(check, 4096 + kStep, kStep), static_cast<ssize_t>(kStep));
+    EXPECT_EQ(thread_count(), threads) << "no thread started before threads are allowed";
+    EXPECT_EQ(o.check_bytes.load(), kStep) << "the gap was read";
+    EXPECT_EQ(o.check_reads.load(), o.check_reads_on_reader_thread.load()) << "on the reader's thread";
+    EXPECT_FALSE(check.settled());
+
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // the daemon: reads on, threads allowed; killed by the alarm if it hangs
+        ::alarm(30);
+        allowed = true;
+        o.reader = std::thread::id();  // the child's threads are all "other" threads now
+        for (uint64_t at = 4096 + 2 * kStep; at < o.bytes.size(); at += kStep)
+            if (o.read(check, at, kStep) <= 0) ::_exit(2);
+        ::_exit(o.matched && !check.failed() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                   << " (hung past 30 s?)";
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << "1: no match, 2: a read failed";
+}
