@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "common/threads.hpp"
 #include "cli/completion.hpp"
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
@@ -410,6 +411,9 @@ int run_mount(int argc, char** argv) {
     std::unique_ptr<fs::LiveFilesystem> live;
     SourceOptions sopt;
     sopt.hub_digests = true;  // an hf:// first shard: its shards' lfs.oid, checked by in-order readers
+    // Planning reads (and checks) the models before the session forks into the background: no
+    // thread that outlives a call may start until it has (common/threads.hpp).
+    gguf::hold_threads_until_fork();
     ResolvedSource resolved = resolve_source(source_arg, sopt);
     // The name in logs and the default fsname (a remote URL: without credentials or query).
     const std::string source = resolved.canonical;
@@ -598,8 +602,14 @@ int run_mount(int argc, char** argv) {
             log_targets.to_syslog = true;
             setup_logging(level, log_targets);
         };
+        so.after_daemonize = [] { gguf::release_threads_after_fork(); };
 #ifdef GGUF_MOUNT_WITH_REMOTE
-        if (auto context = resolved.context) so.after_daemonize = [context] { context->allow_threads(); };
+        if (auto context = resolved.context) {
+            so.after_daemonize = [context] {
+                gguf::release_threads_after_fork();
+                context->allow_threads();
+            };
+        }
 #endif
         return fs::run_session(*live, so);
     } catch (const std::exception& e) {

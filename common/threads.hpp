@@ -12,6 +12,19 @@
 
 namespace gguf {
 
+/// Process-wide: whether a helper thread that outlives its call may start now. False from
+/// hold_threads_until_fork() (a mount, before it plans) until release_threads_after_fork() (the
+/// session, once it has daemonized): a thread does not survive fork(), and a lock or condition
+/// variable it held or waited on then hangs the child. remote::SequentialCheck hashes on the
+/// reading thread meanwhile. True in every other process (check, merge, prefetch, tests).
+inline std::atomic<bool>& threads_may_start_flag() noexcept {
+    static std::atomic<bool> flag{true};
+    return flag;
+}
+inline bool threads_may_start() noexcept { return threads_may_start_flag().load(); }
+inline void hold_threads_until_fork() noexcept { threads_may_start_flag() = false; }
+inline void release_threads_after_fork() noexcept { threads_may_start_flag() = true; }
+
 /// Starts `fn` on a new thread that has SIGINT, SIGTERM and SIGHUP blocked, so those signals
 /// keep being delivered to the session loop threads, where libfuse's handlers (and our SIGHUP
 /// rescan handler) must interrupt a blocking read of /dev/fuse. The caller's signal mask is

@@ -146,7 +146,7 @@ bool SequentialCheck::run_hasher(std::unique_lock<std::mutex>&) const noexcept {
 }
 
 bool SequentialCheck::hand_on(std::unique_lock<std::mutex>& lock) const noexcept {
-    if (!hooks_.threads_allowed || hooks_.threads_allowed()) return run_hasher(lock);
+    if (gguf::threads_may_start() && (!hooks_.threads_allowed || hooks_.threads_allowed())) return run_hasher(lock);
     return hash_here(lock);
 }
 

@@ -85,7 +85,8 @@ public:
         /// Not `whole`: false while no thread may start (a mount before it daemonizes: a thread
         /// does not survive fork(), and a condition variable it waited on would hang the
         /// child's next notify). Meanwhile the queued bytes are hashed on the reading thread
-        /// at each read. Empty: always true.
+        /// at each read. Empty: true (gguf::threads_may_start() is also asked: a local blob's
+        /// check has no context).
         std::function<bool()> threads_allowed;
     };
     /// A read that starts up to this far past the bytes hashed so far has the bytes in between
@@ -148,7 +149,7 @@ private:
     void compare() const;
     /// Starts the hashing thread unless it runs; under mutex_. False when no thread can be had.
     bool run_hasher(std::unique_lock<std::mutex>& lock) const noexcept;
-    /// run_hasher, or (Hooks::threads_allowed false) hash_here; under mutex_. False when the
+    /// run_hasher, or (Hooks::threads_allowed or gguf::threads_may_start() false) hash_here; under mutex_. False when the
     /// queue can be hashed by neither (no thread, no memory).
     bool hand_on(std::unique_lock<std::mutex>& lock) const noexcept;
     /// The hashing thread: hashes the queued pieces in order (a gap in kGapStep reads) until

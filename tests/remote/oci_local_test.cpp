@@ -338,3 +338,27 @@ TEST_F(OciLocal, ABlobOrManifestThatIsALinkIsNotFollowedEvenToTheRightBytes) {
 }
 
 }  // namespace
+
+namespace {
+
+// A store and a layout mounted as users mount them (no -f: planning, then the daemonizing fork)
+// are read to their ends: a local blob's check has no context, and its hashing thread, started
+// while planning read the headers, hung the daemon after the fork (the old build: 60 s timeouts
+// on a 1.15 GiB layout written by skopeo). The process-wide gate of common/threads.hpp holds it.
+TEST_F(OciLocal, ADaemonizedMountOfAStoreOrALayoutReadsItsModelToTheEnd) {
+    std::string want;
+    const auto shards = dense_store_and_layout(&want);
+    ASSERT_EQ(shards.size(), 3u);
+    for (const auto& [dir, file] : {std::pair<std::string, std::string>{store(), "dense-v1.gguf"},
+                                   std::pair<std::string, std::string>{layout(), "layout-v1.gguf"}}) {
+        SCOPED_TRACE(dir);
+        const std::string log = root_ + "/daemonized.log";
+        std::string why;
+        EXPECT_EQ(remote_test::daemonized_sha256({gguf_test::gguf_mount_binary(), dir, mnt_, "--log-file", log}, mnt_,
+                                                 file, log, &why),
+                  want)
+            << why;
+    }
+}
+
+}  // namespace

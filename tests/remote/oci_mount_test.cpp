@@ -385,22 +385,13 @@ TEST_F(OciMount, ADaemonizedMountReadsACheckedModelToItsEnd) {
     ASSERT_FALSE(registry_.push(concat({"--flavour", "docker", "--names", "--repo", "ai/big", "--tag", "v1"}, shards))
                      .empty());
     const std::string daemon_log = root_ + "/daemonized.log";
-    struct Unmount {  // also when an assertion fails: unmounted, and this test's daemon gone
-        std::string mnt;
-        ~Unmount() {
-            mount_test::unmount(mnt);
-            for (pid_t pid : mount_test::daemon_pids_with_argument(mnt))
-                if (!mount_test::wait_gone(pid)) ::kill(pid, SIGKILL);
-        }
-    } unmount{mnt_};
-    auto r = gguf_test::run(concat({gguf_test::gguf_mount_binary(), ref("ai/big:v1"), mnt_, "--log-file", daemon_log},
-                              args()));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    // Read in a process of its own, bounded: a hung read must fail the test, not hold it.
-    r = gguf_test::run({"/usr/bin/timeout", "120", "sha256sum", mnt_ + "/big.gguf"});
-    EXPECT_EQ(r.exit_code, 0) << "sha256sum of the daemonized mount's big.gguf: " << r.err << "\n"
-                              << gguf_test::read_file(daemon_log);
-    EXPECT_EQ(r.out.substr(0, 64), want) << gguf_test::read_file(daemon_log);
+    std::string why;
+    EXPECT_EQ(remote_test::daemonized_sha256(concat({gguf_test::gguf_mount_binary(), ref("ai/big:v1"), mnt_, "--log-file",
+                                                     daemon_log},
+                                                    args()),
+                                             mnt_, "big.gguf", daemon_log, &why),
+              want)
+        << why;
     EXPECT_EQ(gguf_test::read_file(daemon_log).find("error:"), std::string::npos) << gguf_test::read_file(daemon_log);
 }
 

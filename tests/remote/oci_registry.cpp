@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <regex>
 #include <thread>
@@ -200,6 +201,30 @@ std::vector<std::string> dense_shards(const std::string& dir, std::string* want)
     EXPECT_EQ(r.exit_code, 0) << r.err;
     *want = gguf_test::sha256_file(dir + "/dense-want.gguf");
     return shards;
+}
+
+std::string daemonized_sha256(const std::vector<std::string>& argv, const std::string& mnt, const std::string& file,
+                              const std::string& log, std::string* why) {
+    struct Unmount {  // also on an early return: unmounted, and the daemon gone
+        const std::string& mnt;
+        ~Unmount() {
+            mount_test::unmount(mnt);
+            for (pid_t pid : mount_test::daemon_pids_with_argument(mnt))
+                if (!mount_test::wait_gone(pid)) ::kill(pid, SIGKILL);
+        }
+    } unmount{mnt};
+    auto r = gguf_test::run(argv);
+    if (r.exit_code != 0) {
+        *why = "the mount exited with " + std::to_string(r.exit_code) + ": " + r.err;
+        return "";
+    }
+    r = gguf_test::run({"/usr/bin/timeout", "120", "sha256sum", mnt + "/" + file});
+    if (r.exit_code != 0 || r.out.size() < 64) {
+        *why = "sha256sum of the daemonized mount's " + file + " exited with " + std::to_string(r.exit_code) +
+               " (124: still reading after 120 s): " + r.err + "\n" + gguf_test::read_file(log);
+        return "";
+    }
+    return r.out.substr(0, 64);
 }
 
 int read_until_error(const std::string& path, uint64_t* good) {

@@ -116,6 +116,12 @@ std::vector<std::string> dense_shards(const std::string& dir, std::string* want)
 /// Reads `path` in 1 MiB preads from its start until its end or an error: the errno of the
 /// error (0 at the end); *good gets the bytes read before it.
 int read_until_error(const std::string& path, uint64_t* good);
+/// Runs `argv` (a gguf-mount command without -f, mounting on `mnt`: it daemonizes), then
+/// sha256sum of MNT/FILE in a process of its own bounded by 120 s (a hung read fails the test,
+/// it does not hold it); unmounts and waits for the daemon, SIGKILLed after 10 s, also when
+/// something fails. The hex digest, or "" with *why set (the daemon's `log` file appended).
+std::string daemonized_sha256(const std::vector<std::string>& argv, const std::string& mnt, const std::string& file,
+                              const std::string& log, std::string* why);
 
 /// tests/remote/oci/oci_push.py run with `args` (a layout or store target), the digest printed.
 std::string oci_push(const std::vector<std::string>& args);

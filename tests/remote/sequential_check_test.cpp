@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "gguf/bytes/byte_source.hpp"
+#include "common/threads.hpp"
 #include "remote/digest.hpp"
 
 namespace {
@@ -297,4 +298,22 @@ TEST(SequentialCheck, BeforeThreadsAreAllowedTheReaderHashesAndAForkedChildReads
     EXPECT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
                                    << " (hung past 30 s?)";
     EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << "1: no match, 2: a read failed";
+}
+
+// The process-wide gate (a mount holds it from before planning until it has daemonized) keeps a
+// check without a context hook (a local blob's) from starting its thread too.
+TEST(SequentialCheck, WhileTheProcessHoldsThreadsUntilAForkNoHashingThreadStarts) {
+    Object o(random_bytes((4 << 20) + 5));
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    const int threads = thread_count();
+    gguf::hold_threads_until_fork();
+    ASSERT_EQ(o.read(check, 0, 4096), 4096);
+    ASSERT_EQ(o.read(check, 4096 + kStep, kStep), static_cast<ssize_t>(kStep));  // a gap: read here
+    EXPECT_EQ(thread_count(), threads) << "no thread while the process holds them";
+    EXPECT_EQ(o.check_reads.load(), o.check_reads_on_reader_thread.load());
+    EXPECT_EQ(o.check_bytes.load(), kStep);
+    gguf::release_threads_after_fork();
+    for (uint64_t at = 4096 + 2 * kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
+    EXPECT_TRUE(o.matched);
+    EXPECT_FALSE(check.failed());
 }
