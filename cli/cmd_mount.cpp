@@ -25,7 +25,6 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
-#include "common/threads.hpp"
 #include "cli/completion.hpp"
 #include "cli/kv_options.hpp"
 #include "cli/logging.hpp"
@@ -35,6 +34,7 @@
 #include "cli/source.hpp"
 #include "cli/split_options.hpp"
 #include "common/text.hpp"
+#include "common/threads.hpp"
 #include "gguf/error.hpp"
 #include "gguf/bytes/file_io.hpp"
 #include "gguf/bytes/page_cache.hpp"
