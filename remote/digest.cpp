@@ -146,7 +146,7 @@ bool SequentialCheck::run_hasher(std::unique_lock<std::mutex>&) const noexcept {
 }
 
 bool SequentialCheck::hand_on(std::unique_lock<std::mutex>& lock) const noexcept {
-    if (gguf::threads_may_start() && (!hooks_.threads_allowed || hooks_.threads_allowed())) return run_hasher(lock);
+    if (gguf::threads_may_start()) return run_hasher(lock);
     return hash_here(lock);
 }
 
@@ -210,13 +210,19 @@ void SequentialCheck::hash_behind() const noexcept {
 bool SequentialCheck::hash_here(std::unique_lock<std::mutex>& lock) const noexcept {
     // Another reading thread hashes the queue: it takes this read's bytes too.
     cv_.wait(lock, [&] { return !hasher_running_; });
-    std::unique_ptr<char[]> buf(new (std::nothrow) char[kGapStep]);
-    if (!buf) return false;
+    std::unique_ptr<char[]> buf;  // for a gap only: planning's reads are mostly copies
     hasher_running_ = true;
     const bool was_hashing = t_hashing_gap;
     t_hashing_gap = true;
+    bool started = true;
     try {
-        while (!stop_ && !finished_ && !queue_.empty() && hash_front(lock, buf.get()) == 1) {
+        while (!stop_ && !finished_ && !queue_.empty()) {
+            if (!queue_.front().bytes && !buf) buf.reset(new (std::nothrow) char[kGapStep]);
+            if (!queue_.front().bytes && !buf) {
+                started = false;  // no memory to read the gap
+                break;
+            }
+            if (hash_front(lock, buf.get()) != 1) break;
         }
     } catch (...) {  // as hash_behind: unchecked
         finished_ = true;
@@ -225,7 +231,7 @@ bool SequentialCheck::hash_here(std::unique_lock<std::mutex>& lock) const noexce
     t_hashing_gap = was_hashing;
     hasher_running_ = false;
     cv_.notify_all();
-    return true;
+    return started;
 }
 
 void SequentialCheck::fill_gaps(const char* data, uint64_t offset, size_t n) const {

@@ -82,12 +82,6 @@ public:
         std::function<std::string(const std::string&)> describe;  ///< the mismatch line, given the hash got
         std::function<void()> on_mismatch;                   ///< e.g. drop the object's cached blocks; may be empty
         std::function<void()> on_match;                      ///< e.g. record the check in the cache; may be empty
-        /// Not `whole`: false while no thread may start (a mount before it daemonizes: a thread
-        /// does not survive fork(), and a condition variable it waited on would hang the
-        /// child's next notify). Meanwhile the queued bytes are hashed on the reading thread
-        /// at each read. Empty: true (gguf::threads_may_start() is also asked: a local blob's
-        /// check has no context).
-        std::function<bool()> threads_allowed;
     };
     /// A read that starts up to this far past the bytes hashed so far has the bytes in between
     /// read and hashed first (requests of one reader arrive out of order from several FUSE
@@ -149,7 +143,9 @@ private:
     void compare() const;
     /// Starts the hashing thread unless it runs; under mutex_. False when no thread can be had.
     bool run_hasher(std::unique_lock<std::mutex>& lock) const noexcept;
-    /// run_hasher, or (Hooks::threads_allowed or gguf::threads_may_start() false) hash_here; under mutex_. False when the
+    /// run_hasher, or hash_here while gguf::threads_may_start() is false (a mount before its
+    /// daemonizing fork: a thread does not survive fork(), and a condition variable it waited
+    /// on would hang the child's next notify); under mutex_. False when the
     /// queue can be hashed by neither (no thread, no memory).
     bool hand_on(std::unique_lock<std::mutex>& lock) const noexcept;
     /// The hashing thread: hashes the queued pieces in order (a gap in kGapStep reads) until
@@ -162,7 +158,7 @@ private:
     int hash_front(std::unique_lock<std::mutex>& lock, char* buf) const;
     /// While no thread may start: hashes the whole queue on the calling thread (one such
     /// thread at a time), until it is empty, the check ends, or a gap read fails; under
-    /// mutex_. False when it could not start (no memory).
+    /// mutex_. False when a gap could not be read for want of memory.
     bool hash_here(std::unique_lock<std::mutex>& lock) const noexcept;
     /// Waits (under `lock`) until the digest was compared, the check stopped, the hashing
     /// thread's read failed after kick `kick`, or `done()` holds.

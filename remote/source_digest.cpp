@@ -28,8 +28,6 @@ void RemoteSource::arm_check(std::string sha256, bool whole) {
                " (wrong bytes from the server or its CDN); its cached blocks were dropped";
     };
     hooks.on_mismatch = [this] { drop_cached(); };
-    // A mount plans before it forks into the background: no hashing thread until it has.
-    hooks.threads_allowed = [this] { return context_->prefetcher().threads_allowed(); };
     hooks.on_match = [this] { context_->cache().save_listing(kVerifiedRecord + blocks_->key(), digest_->expected()); };
     digest_ = std::make_unique<SequentialCheck>(std::move(sha256), whole, size(), name_, std::move(hooks));
 }

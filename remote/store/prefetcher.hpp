@@ -61,9 +61,6 @@ public:
     BufferPool& buffers() noexcept { return pool_; }
     /// Lets the workers start from now on. Never throws.
     void allow_threads() noexcept { threads_allowed_ = true; }
-    /// False until allow_threads() when made with `threads_allowed` false: the process may still
-    /// fork, and no thread of the context (a check's hashing thread too) may start yet.
-    bool threads_allowed() const noexcept { return threads_allowed_.load(); }
     /// Drops the queued jobs, lets the running ones end and joins the workers. Idempotent.
     /// Never throws.
     void stop() noexcept;

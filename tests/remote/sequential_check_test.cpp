@@ -266,13 +266,14 @@ int thread_count() {
 // object to its end with a thread of its own, the digest compared.
 TEST(SequentialCheck, BeforeThreadsAreAllowedTheReaderHashesAndAForkedChildReadsToTheEnd) {
     Object o(random_bytes((8 << 20) + 999));
-    std::atomic<bool> allowed{false};
-    SequentialCheck::Hooks hooks = o.hooks();
-    hooks.threads_allowed = [&] { return allowed.load(); };
-    auto owned = std::make_unique<SequentialCheck>(sha256_hex(o.bytes), false, o.bytes.size(), "object", std::move(hooks));
+    auto owned = std::make_unique<SequentialCheck>(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
     const SequentialCheck& check = *owned;
     const int threads = thread_count();
     ASSERT_GT(threads, 0);
+    struct Held {  // as a mount holds threads before it plans; let go also when an assertion fails
+        Held() { gguf::hold_threads_until_fork(); }
+        ~Held() { gguf::release_threads_after_fork(); }
+    } held;
     // Planning: the first bytes of the object, then a read past a gap of kStep.
     ASSERT_EQ(o.read(check, 0, 4096), 4096);
     ASSERT_EQ(o.read(check, 4096 + kStep, kStep), static_cast<ssize_t>(kStep));
@@ -285,7 +286,7 @@ TEST(SequentialCheck, BeforeThreadsAreAllowedTheReaderHashesAndAForkedChildReads
     ASSERT_GE(child, 0);
     if (child == 0) {  // the daemon: reads on, threads allowed; killed by the alarm if it hangs
         ::alarm(30);
-        allowed = true;
+        gguf::release_threads_after_fork();  // as the session does once it has daemonized
         o.reader = std::thread::id();  // the child's threads are all "other" threads now
         for (uint64_t at = 4096 + 2 * kStep; at < o.bytes.size(); at += kStep)
             if (o.read(check, at, kStep) <= 0) ::_exit(2);
@@ -300,20 +301,3 @@ TEST(SequentialCheck, BeforeThreadsAreAllowedTheReaderHashesAndAForkedChildReads
     EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << "1: no match, 2: a read failed";
 }
 
-// The process-wide gate (a mount holds it from before planning until it has daemonized) keeps a
-// check without a context hook (a local blob's) from starting its thread too.
-TEST(SequentialCheck, WhileTheProcessHoldsThreadsUntilAForkNoHashingThreadStarts) {
-    Object o(random_bytes((4 << 20) + 5));
-    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
-    const int threads = thread_count();
-    gguf::hold_threads_until_fork();
-    ASSERT_EQ(o.read(check, 0, 4096), 4096);
-    ASSERT_EQ(o.read(check, 4096 + kStep, kStep), static_cast<ssize_t>(kStep));  // a gap: read here
-    EXPECT_EQ(thread_count(), threads) << "no thread while the process holds them";
-    EXPECT_EQ(o.check_reads.load(), o.check_reads_on_reader_thread.load());
-    EXPECT_EQ(o.check_bytes.load(), kStep);
-    gguf::release_threads_after_fork();
-    for (uint64_t at = 4096 + 2 * kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
-    EXPECT_TRUE(o.matched);
-    EXPECT_FALSE(check.failed());
-}
