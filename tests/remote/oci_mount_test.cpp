@@ -375,7 +375,7 @@ namespace {
 // checked registry model to its end, byte-exact. The sha256 check's hashing thread used to start
 // while planning read the shards' headers; it did not survive the fork, the condition variable it
 // waited on did, and the daemon's first notify of it hung for ever (gdb: a FUSE worker inside
-// pthread_cond_broadcast, every other worker waiting for the check's mutex): 3 of 3 cold reads
+// pthread_cond_broadcast, every other worker waiting for the check's mutex): 2 of 2 cold reads
 // of a 1.15 GiB model stopped at about 20 MiB. Planning now hashes on its own thread.
 TEST_F(OciMount, ADaemonizedMountReadsACheckedModelToItsEnd) {
     std::vector<std::string> shards;
