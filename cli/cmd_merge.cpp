@@ -342,13 +342,17 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
     const size_t shard_count = vf.sources().size();
     if (cancelled()) return exit_for_signal();
 
-    const gguf::PublishMethod method = publish_method_for(output);
     const std::string state = state_path(output);
     const std::string identity = plan_identity(vf, overrides);
+    std::string why;  // why an interrupted merge is not continued ("" when there was none)
+    const auto point = load_state(state, identity, output, &why);
+    // Temporary files of killed earlier runs (not the partial output this merge may continue),
+    // removed before the probe creates files of their pattern.
+    remove_stale_outputs(output, point ? point->first : std::string());
+    const gguf::PublishMethod method = publish_method_for(output);
     std::optional<gguf::OutputFile> out;
     uint64_t resume_from = 0;
-    std::string why;
-    if (auto point = load_state(state, identity, output, &why)) {
+    if (point) {
         struct stat st {};
         if (point->second <= vf.size() && ::lstat(point->first.c_str(), &st) == 0 &&
             static_cast<uint64_t>(st.st_size) >= point->second) {
@@ -393,11 +397,11 @@ int merge_url(ResolvedSource& source, const std::string& output, bool delete_spl
         }
         return std::string();
     };
-    if (!out) ::unlink(state.c_str());
-    for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
-        spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
+    if (!out) {
+        ::unlink(state.c_str());
+        remove_stale_outputs(output);  // the partial output that was not continued
+        out.emplace(gguf::OutputFile::create(output, method));
     }
-    if (!out) out.emplace(gguf::OutputFile::create(output, method));
     if (resume_from > 0 && !quiet) {
         spdlog::info("continuing {} at byte {} of {}", gguf::quote_name(out->temp_path()), resume_from, vf.size());
     }
@@ -584,9 +588,7 @@ int merge(const std::string& first, const std::string& output, bool delete_split
 
     // Temporary files of earlier runs of this merge that were killed (kill -9, power loss):
     // only ".NAME.tmp-XXXXXX" files of this output name that no live process has locked.
-    for (const std::string& stale : gguf::remove_stale_temporaries(output)) {
-        spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
-    }
+    remove_stale_outputs(output);
     gguf::OutputFile out = gguf::OutputFile::create(output, publish_method_for(output));
     checkpoint("temp-created");
     gguf::write_virtual_file(vf, out, wopt);

@@ -91,18 +91,15 @@ int split(const SplitArgs& a) {
         finals.push_back(gguf::shard_path(a.prefix, i + 1, count));
         gguf::ensure_absent(finals.back());
     }
+    // Temporary files that killed earlier runs left for these names (see gguf/bytes/output.hpp),
+    // removed before the probe below creates files of the same pattern.
+    for (const std::string& name : finals) remove_stale_outputs(name);
     // A missing output folder (and a file system where nothing can be published) is refused
     // before the plan is printed: a plan followed by "does not exist" reads as if work began.
     const gguf::PublishMethod method = publish_method_for(finals.front());
     if (!a.quiet) {
         std::fputs(gguf::split_summary(plans).c_str(), stdout);
         std::fflush(stdout);
-    }
-    // Temporary files that killed earlier runs left for these names (see gguf/bytes/output.hpp).
-    for (const std::string& name : finals) {
-        for (const std::string& stale : gguf::remove_stale_temporaries(name)) {
-            spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
-        }
     }
 
     uint64_t total = 0;

@@ -77,6 +77,12 @@ gguf::PublishMethod publish_method_for(const std::string& final_path) {
     return m;
 }
 
+void remove_stale_outputs(const std::string& final_path, const std::string& keep) {
+    for (const std::string& stale : gguf::remove_stale_temporaries(final_path, keep)) {
+        spdlog::info("removed {}, left behind by an interrupted earlier run", gguf::quote_name(stale));
+    }
+}
+
 void raise_open_file_limit() {
     rlimit rl{};
     if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

@@ -42,6 +42,12 @@ gguf::WriteOptions write_options_from_env();
 /// Throws gguf::Error(Io) when outputs cannot be published there at all.
 gguf::PublishMethod publish_method_for(const std::string& final_path);
 
+/// gguf::remove_stale_temporaries for `final_path` (keeping the file named `keep`, "" none),
+/// each removal logged (info). Call it before publish_method_for: the probe files are of the
+/// same ".NAME.tmp-XXXXXX" pattern, and a kill after this run's first one must not leave an
+/// earlier run's behind (tests/cli/crash_test.cpp checks exactly that). Never throws.
+void remove_stale_outputs(const std::string& final_path, const std::string& keep = {});
+
 /// Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit: a merge keeps every
 /// shard open, a split keeps every shard's (locked) temporary file open until it publishes them,
 /// and sets of more than 1,000 shards exist while the usual soft limit is 1024.

@@ -335,7 +335,7 @@ void sync_directory(const std::string& dir) {
     if (::fsync(fd) != 0 && errno != EINVAL) throw_io(dir + ": fsync of the directory failed", errno);
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& final_path) {
+std::vector<std::string> remove_stale_temporaries(const std::string& final_path, const std::string& keep) {
     std::vector<std::string> removed;
     if (base_name(final_path).empty()) return removed;
     const std::string dir = dir_name(final_path);
@@ -353,6 +353,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& final_path)
             if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) pattern = false;
         }
         if (!pattern) continue;
+        if (!keep.empty() && base_name(keep) == name) continue;
         const int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0) continue;
         UniqueFd guard(fd);

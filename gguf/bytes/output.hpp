@@ -121,10 +121,14 @@ private:
 ///    XXXXXX six letters or digits (mkstemp's pattern); nothing else is ever touched;
 ///  - it is a regular file (not a symlink: never followed) owned by the effective user;
 ///  - its flock can be taken without waiting: no live OutputFile, in this or another process,
-///    is writing it (a file system without flock keeps every such file: nothing is removed).
+///    is writing it (a file system without flock keeps every such file: nothing is removed);
+///  - its name is not the base name of `keep` ("" keeps nothing): the partial output of an
+///    interrupted merge that is about to be continued (OutputFile::resume).
+/// Call it before anything else creates a file of that pattern (probe_publish_method does):
+/// a kill after the first file of this run exists then never leaves an earlier run's behind.
 /// Never throws gguf::Error: files that cannot be checked or removed are skipped. Returns the
 /// paths removed.
-std::vector<std::string> remove_stale_temporaries(const std::string& final_path);
+std::vector<std::string> remove_stale_temporaries(const std::string& final_path, const std::string& keep = {});
 
 /// Called after each chunk with the number of bytes just produced (written, or skipped as a
 /// hole). The sum over a write equals the virtual file's size.

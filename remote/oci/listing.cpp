@@ -1,6 +1,8 @@
 #include "remote/oci/listing.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <map>
 #include <optional>
 
@@ -22,6 +24,7 @@ constexpr const char* kManifestRecord = "oci-manifest ";
 
 struct Fetched {
     std::string bytes, content_type;
+    time_t first_seen = 0;  ///< when this cache first stored these bytes for the URL (0: unknown)
 };
 
 std::string digest_of(const std::string& bytes) { return "sha256:" + cache_files::sha256_hex(bytes); }
@@ -34,7 +37,14 @@ std::optional<Fetched> cached_manifest(BlockCache& cache, const std::string& url
     Fetched f;
     f.bytes = j["bytes"].get<std::string>();
     f.content_type = j.value("content_type", std::string());
+    if (j.contains("first_seen") && j["first_seen"].is_number_integer()) f.first_seen = j["first_seen"].get<time_t>();
     return f;
+}
+
+/// Keeps `f` as the cache's copy of the manifest at `url` (for --offline and the next mount).
+void save_manifest(BlockCache& cache, const std::string& url, const Fetched& f) {
+    nlohmann::json j = {{"bytes", f.bytes}, {"content_type", f.content_type}, {"first_seen", f.first_seen}};
+    cache.save_listing(kManifestRecord + url, j.dump());
 }
 
 /// The manifest at `url` (a tag's, or with `digest` the one of that digest), asked as the
@@ -55,7 +65,14 @@ Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Refe
                               ENOENT);
         return *kept;
     }
-    if (kept && !digest.empty() && digest_of(kept->bytes) == digest) return *kept;
+    // A record from before first_seen was kept gets it now, so that later mounts agree.
+    auto stamped = [&](Fetched k) {
+        if (k.first_seen > 0) return k;
+        k.first_seen = ::time(nullptr);
+        save_manifest(cache, url, k);
+        return k;
+    };
+    if (kept && !digest.empty() && digest_of(kept->bytes) == digest) return stamped(*kept);
     if (kept && digest.empty()) {
         try {
             std::string validator = context->client().head(url).validator;
@@ -65,7 +82,7 @@ Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Refe
             const std::string had = digest_of(kept->bytes);
             if (validator == had) {
                 spdlog::debug("{}: the tag still names {} (HEAD); the cached manifest is used", ref.shown(), had);
-                return *kept;
+                return stamped(*kept);
             }
             spdlog::info("{}: the tag now names {}, not {} (HEAD); getting its manifest", ref.shown(),
                          validator.substr(0, 80), had);
@@ -83,8 +100,9 @@ Fetched fetch_manifest(const std::shared_ptr<RemoteContext>& context, const Refe
         throw gguf::Error(gguf::Code::Io, what.rfind(ref.shown(), 0) == 0 ? what : ref.shown() + ": " + what,
                           e.sys_errno());
     }
-    nlohmann::json j = {{"bytes", f.bytes}, {"content_type", f.content_type}};
-    cache.save_listing(kManifestRecord + url, j.dump());
+    // The same bytes again keep the time they were first seen: a remount shows the same mtime.
+    f.first_seen = kept && kept->bytes == f.bytes && kept->first_seen > 0 ? kept->first_seen : ::time(nullptr);
+    save_manifest(cache, url, f);
     return f;
 }
 
@@ -148,7 +166,10 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
     }
     Manifest m = parse_manifest(f.bytes, f.content_type, ref.shown());
     p.digest = got;
+    time_t seen = f.first_seen;
+    Manifest index;  // the index the reference named, if it named one
     if (m.index) {
+        index = m;
         p.index_digest = got;
         // Each child manifest is asked once (by digest), however often it is looked at.
         std::map<std::string, std::string> children;
@@ -156,6 +177,7 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
             auto it = children.find(d.digest);
             if (it != children.end()) return it->second;
             Fetched c = fetch_manifest(context, ref, ref.manifest_url(d.digest), d.digest);
+            if (c.first_seen > 0) seen = seen > 0 ? std::min(seen, c.first_seen) : c.first_seen;
             if (digest_of(c.bytes) != d.digest)
                 throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": manifest " + d.digest +
                                                             " of the index: its bytes hash to " + digest_of(c.bytes));
@@ -167,6 +189,9 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
         if (m.index) throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": an index inside an index is not read");
         p.digest = chosen.digest;
     }
+    p.created = created_time(m);
+    if (p.created == 0) p.created = created_time(index);
+    if (p.created == 0) p.created = seen > 0 ? seen : ::time(nullptr);
     p.manifest = std::move(m);
     return p;
 }
@@ -184,6 +209,7 @@ std::shared_ptr<TreeListing> registry_listing(const std::shared_ptr<RemoteContex
         ObjectInfo info;
         info.size = f.layer.size;
         info.validator = f.layer.digest;
+        info.mtime = p.created;
         auto source = RemoteSource::open_known(context, ref.blob_url(f.layer.digest), info, f.layer.digest.substr(7),
                                                "oci-blob:" + f.layer.digest, "the layer's digest");
         listing->add(f.name, source->part());

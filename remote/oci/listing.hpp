@@ -44,6 +44,10 @@ struct PinnedManifest {
     std::string digest;  ///< "sha256:HEX" of the model manifest's bytes
     std::string index_digest;  ///< the index's digest when the reference named an index, else ""
     Manifest manifest;
+    /// The files' mtime, seconds since the epoch: the manifest's org.opencontainers.image.created
+    /// (remote/oci/manifest.hpp created_time; else the index's), else the time this cache first
+    /// stored the manifest's bytes (kept for the next mount), else now. Never 0.
+    time_t created = 0;
     /// Set by registry_listing: the model's path in the catalog ("kvzoo.gguf": a set's merged
     /// name, or the one GGUF layer's name).
     std::string model_file;

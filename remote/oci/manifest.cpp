@@ -1,5 +1,7 @@
 #include "remote/oci/manifest.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <set>
 
@@ -39,6 +41,17 @@ std::string str(const nlohmann::json& j, const char* key) {
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+/// The string-valued "annotations" of a descriptor or manifest object `j`.
+std::map<std::string, std::string> annotations_of(const nlohmann::json& j) {
+    std::map<std::string, std::string> out;
+    if (auto a = j.find("annotations"); a != j.end() && a->is_object()) {
+        for (auto it = a->begin(); it != a->end(); ++it) {
+            if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+        }
+    }
+    return out;
+}
+
 Descriptor descriptor(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) bad(where, "a descriptor is not a JSON object");
     Descriptor d;
@@ -50,11 +63,7 @@ Descriptor descriptor(const nlohmann::json& j, const std::string& where) {
     auto size = j.find("size");
     if (size == j.end() || !size->is_number_unsigned()) bad(where, "descriptor " + d.digest + " has no size");
     d.size = size->get<uint64_t>();
-    if (auto a = j.find("annotations"); a != j.end() && a->is_object()) {
-        for (auto it = a->begin(); it != a->end(); ++it) {
-            if (it.value().is_string()) d.annotations[it.key()] = it.value().get<std::string>();
-        }
-    }
+    d.annotations = annotations_of(j);
     return d;
 }
 
@@ -89,6 +98,27 @@ std::string companion_suffix(const std::string& mt) {
 
 }  // namespace
 
+time_t created_time(const Manifest& m) noexcept {
+    auto it = m.annotations.find("org.opencontainers.image.created");
+    if (it == m.annotations.end()) return 0;
+    // RFC 3339 date-time: full-date "T" partial-time [time-secfrac] time-offset ("Z" or +hh:mm;
+    // glibc's %z reads both).
+    std::tm tm{};
+    const char* rest = ::strptime(it->second.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!rest) return 0;
+    if (*rest == '.') {
+        const char* from = ++rest;
+        while (*rest >= '0' && *rest <= '9') ++rest;
+        if (rest == from) return 0;
+    }
+    std::tm zone{};
+    if (*rest == '\0') return 0;  // no time-offset: not RFC 3339
+    rest = ::strptime(rest, "%z", &zone);
+    if (!rest || *rest != '\0') return 0;
+    const time_t t = ::timegm(&tm);
+    return t == static_cast<time_t>(-1) || t <= zone.tm_gmtoff ? 0 : t - zone.tm_gmtoff;
+}
+
 std::string manifest_accept() {
     return std::string(kOciManifest) + ", " + kOciIndex + ", " + kDockerManifest + ", " + kDockerList;
 }
@@ -108,6 +138,7 @@ Manifest parse_manifest(const std::string& bytes, const std::string& content_typ
                            : (j.contains("manifests") ? kOciIndex : kOciManifest);
     }
     m.artifact_type = str(j, "artifactType");
+    m.annotations = annotations_of(j);
     if (m.media_type == kOciIndex || m.media_type == kDockerList) {
         m.index = true;
         auto list = j.find("manifests");

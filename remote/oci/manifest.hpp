@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,7 +37,14 @@ struct Manifest {
     Descriptor config;
     std::vector<Descriptor> layers;     ///< manifests only
     std::vector<Descriptor> manifests;  ///< indexes only
+    std::map<std::string, std::string> annotations;  ///< the manifest's own (string values only)
 };
+
+/// Seconds since the epoch of the `org.opencontainers.image.created` annotation of `m`
+/// (image-spec annotations.md: "date and time on which the image was built, conforming to
+/// RFC 3339"), e.g. "2025-04-01T09:30:00Z", "2025-04-01T11:30:00.123+02:00"; 0 when it is
+/// absent or not such a date and time. Never throws.
+time_t created_time(const Manifest& m) noexcept;
 
 /// Parses manifest bytes. `content_type`: the answer's Content-Type ("" for a file), used when
 /// the JSON has no mediaType. Throws gguf::Error(BadValue) "WHERE: why" (not JSON, schemaVersion

@@ -27,6 +27,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -387,6 +388,65 @@ TEST(CrashSafety, KillNineAtRandomMomentsAndEveryCheckpointLosesNothing) {
     RecordProperty("seconds", std::to_string(secs));
     EXPECT_EQ(random_kills, 3 * kRandomKillsPerCommand) << "too many runs finished before their kill";
     EXPECT_GE(kill_points, 50);
+}
+
+// CI's run of the test above once failed (GGUF_CRASH_SEED=1668201458: split run 7, killed after
+// 14 ms, left two earlier runs' temporary files beside one of its own). split probed how to
+// publish, with two short-lived files of the ".NAME.tmp-XXXXXX" pattern, before it removed the
+// earlier runs' files: a kill in those microseconds left both. inotify shows the order on every
+// run, not only when a kill lands in the window: every earlier run's file is deleted before this
+// run creates its first one.
+TEST(CrashSafety, EarlierRunsTemporaryFilesAreRemovedBeforeThisRunCreatesOne) {
+    Reference ref;
+    ref.model = ref.dir / "model.gguf";
+    gguf_test::write_dense_model(ref.model, {{"head", 3000}, {"body", 200000}, {"tail", 777}}, 7);
+    auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "split", "-q", "--split-max-tensors", "1", ref.model,
+                             ref.dir / kPrefix});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (int k = 1; k <= 3; ++k) ref.shard_names.push_back(std::string(kPrefix) + "-0000" + std::to_string(k) + "-of-00003.gguf");
+
+    for (Command c : {Command::Split, Command::Merge, Command::MergeDeleteSplits}) {
+        SCOPED_TRACE(command_name(c));
+        TempDir work;
+        const std::string dir = work.path();
+        prepare(c, dir, ref);
+        const std::vector<std::string> finals =
+            c == Command::Split ? ref.shard_names : std::vector<std::string>{kMerged};
+        std::set<std::string> stale;
+        for (const auto& f : finals) {
+            for (const char* suffix : {"old001", "old002"}) {
+                const std::string name = "." + f + ".tmp-" + suffix;
+                ASSERT_TRUE(is_temp_of(name, f));
+                gguf_test::write_file(dir + "/" + name, "left by a killed run");
+                stale.insert(name);
+            }
+        }
+        gguf_test::DirectoryEvents watch(dir);
+        std::vector<std::string> argv = {gguf_test::gguf_mount_binary()};
+        for (auto& a : args_for(c, dir, ref)) argv.push_back(a);
+        r = gguf_test::run(argv);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const std::vector<gguf_test::DirectoryEvents::Event> events = watch.take();
+        size_t last_stale_delete = 0, first_own_temp = events.size(), deleted = 0;
+        for (size_t i = 0; i < events.size(); ++i) {
+            const bool created = events[i].created;
+            const std::string& name = events[i].name;
+            if (!created && stale.count(name)) {
+                ++deleted;
+                last_stale_delete = i;
+            }
+            const bool temp = std::any_of(finals.begin(), finals.end(), [&](const std::string& f) {
+                return is_temp_of(name, f);
+            });
+            if (created && temp && !stale.count(name)) first_own_temp = std::min(first_own_temp, i);
+        }
+        std::string order;
+        for (const auto& [created, name] : events) order += (created ? "\n  create " : "\n  delete ") + name;
+        EXPECT_EQ(deleted, stale.size()) << "not every earlier run's temporary file was removed:" << order;
+        ASSERT_LT(first_own_temp, events.size()) << "the run created no temporary file at all:" << order;
+        EXPECT_LT(last_stale_delete, first_own_temp)
+            << "a temporary file of this run existed before the earlier runs' were removed:" << order;
+    }
 }
 
 }  // namespace

@@ -215,6 +215,40 @@ TEST_F(MergeUrl, SigtermBeforeTheFirstResumePointKeepsWhatWasWritten) {
 /// The progress bar of a continued download counted the bytes of the earlier run as fetched now
 /// (its rate and ETA were too good): its rate is now that of this run's bytes alone. Checked on
 /// the final frame (under script(1), a terminal): rate x time = the bytes after the resume point.
+// A continued merge keeps its partial output and removes every other leftover of a killed run
+// before it creates anything (its publish probe makes files of the same pattern; a kill then
+// must not leave both: tests/cli/crash_test.cpp checks the same order for split and a local
+// merge).
+TEST_F(MergeUrl, AContinuedMergeRemovesOtherLeftoversFirstAndKeepsItsPartialOutput) {
+    ASSERT_NO_FATAL_FAILURE(dense_set());
+    serve();
+    const std::string out = out_dir_ + "/m.gguf";
+    EXPECT_EQ(merge_interrupted(url_of(first_), out, SIGKILL), 128 + SIGKILL) << last_err_;
+    std::string partial;
+    for (const auto& n : names_in(out_dir_)) {
+        if (n.rfind(".m.gguf.tmp-", 0) == 0) partial = n;
+    }
+    ASSERT_FALSE(partial.empty()) << ::testing::PrintToString(names_in(out_dir_));
+    gguf_test::write_file(out_dir_ + "/.m.gguf.tmp-old001", "left by another killed run");
+
+    gguf_test::DirectoryEvents watch(out_dir_);
+    nginx_->clear_access_log();
+    auto r = merge({url_of(first_), out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(gguf_test::sha256_file(out), want_sha_);
+    EXPECT_EQ(names_in(out_dir_), std::set<std::string>{"m.gguf"});
+    EXPECT_LT(body_bytes(nginx_->wait_access_log(1)), shard_bytes_) << "the merge was not continued";
+    const auto events = watch.take();
+    std::string order;
+    for (const auto& e : events) order += (e.created ? "\n  create " : "\n  delete ") + e.name;
+    ASSERT_FALSE(events.empty());
+    EXPECT_TRUE(!events.front().created && events.front().name == ".m.gguf.tmp-old001")
+        << "the other run's leftover was not the first thing removed:" << order;
+    for (const auto& e : events) {
+        EXPECT_FALSE(!e.created && e.name == partial) << "the partial output was deleted, not published:" << order;
+    }
+}
+
 TEST_F(MergeUrl, AContinuedDownloadsProgressRateCountsOnlyItsOwnBytes) {
     if (gguf_test::run({"/usr/bin/script", "--version"}).exit_code != 0) GTEST_SKIP() << "script(1) not installed";
     ASSERT_NO_FATAL_FAILURE(dense_set());

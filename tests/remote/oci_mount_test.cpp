@@ -4,14 +4,18 @@
 // local OCI image layouts and Ollama stores: every served model byte-exact against the
 // fixtures' golden merges.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "mount/mount_fixture.hpp"
 #include "remote/oci_registry.hpp"
@@ -119,6 +123,35 @@ TEST_F(OciMount, ATagIsPinnedToItsManifestDigestAndADigestReferenceIsCheckedAndA
                                    concat(args(), {ref("ai/kv@sha256:" + std::string(64, '0'))})));
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("ai/kv@sha256:0000"), std::string::npos) << r.err;
+}
+
+// A registry model's files carry the manifest's created time, else the time this cache first
+// saw the manifest, kept for later mounts (they showed 1970-01-01 before).
+TEST_F(OciMount, FilesShowTheManifestsCreatedTimeElseWhenTheCacheFirstSawTheManifest) {
+    ASSERT_NO_FATAL_FAILURE(start_registry());
+    ASSERT_FALSE(registry_.push({"--flavour", "docker", "--repo", "ai/dated", "--created",
+                                 "2025-04-01T11:30:00.123+02:00", kTiny})
+                     .empty());
+    ASSERT_FALSE(registry_.push({"--flavour", "modelpack", "--repo", "ai/undated", kTiny}).empty());
+    auto mtime_of = [](const std::string& path) {
+        struct stat st {};
+        EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
+        return st.st_mtime;
+    };
+    ASSERT_TRUE(mount(args(), ref("ai/dated"))) << log();
+    EXPECT_EQ(mtime_of(mnt_ + "/dated.gguf"), 1743499800) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+
+    const time_t before = ::time(nullptr);
+    ASSERT_TRUE(mount(args(), ref("ai/undated"))) << log();
+    const time_t first = mtime_of(mnt_ + "/undated.gguf");
+    EXPECT_GE(first, before);
+    EXPECT_LE(first, ::time(nullptr));
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    ASSERT_TRUE(mount(args(), ref("ai/undated"))) << log();  // the tag revalidated with a HEAD
+    EXPECT_EQ(mtime_of(mnt_ + "/undated.gguf"), first) << log();
+    EXPECT_EQ(unmount_and_wait(), 0) << log();
 }
 
 TEST_F(OciMount, AReferenceThatCannotBeResolvedIsOneLineAndNothingIsMounted) {

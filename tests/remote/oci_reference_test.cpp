@@ -129,6 +129,26 @@ TEST(OciManifest, ShardNamedLayersAreOrderedByTheirNamesWhateverTheLayerOrder) {
     EXPECT_EQ(f.companions[0].name, "kv-t7.README.md");
 }
 
+// The files' mtime comes from the manifest's org.opencontainers.image.created (RFC 3339, any
+// offset, fractions of a second dropped); anything else is 0 (the listing then uses the time
+// the cache first saw the manifest).
+TEST(OciManifest, TheCreatedAnnotationIsReadAsRfc3339AndAnythingElseIsZero) {
+    auto with_created = [](const std::string& value) {
+        std::string j = manifest_json({{"application/vnd.docker.ai.gguf.v3", 'a', ""}});
+        j.pop_back();  // the closing brace
+        return parse_manifest(j + R"(,"annotations":{"org.opencontainers.image.created":")" + value + R"("}})", "",
+                              "where");
+    };
+    EXPECT_EQ(created_time(with_created("2025-04-01T09:30:00Z")), 1743499800);
+    EXPECT_EQ(created_time(with_created("2025-04-01T11:30:00.123+02:00")), 1743499800);
+    EXPECT_EQ(created_time(with_created("2025-04-01T08:00:00-01:30")), 1743499800);
+    for (const char* bad : {"2025-04-01T09:30:00", "2025-04-01", "yesterday", "2025-13-01T09:30:00Z",
+                            "2025-04-01T09:30:00Zjunk", "2025-04-01T09:30:00.Z", ""}) {
+        EXPECT_EQ(created_time(with_created(bad)), 0) << bad;
+    }
+    EXPECT_EQ(created_time(parse_manifest(manifest_json({{"application/vnd.docker.ai.gguf.v3", 'a', ""}}), "", "w")), 0);
+}
+
 TEST(OciManifest, UnnamedLayersKeepLayerOrderAndCompanionsGetTheirKindsNames) {
     const std::string o = "application/vnd.ollama.image.";
     Manifest m = parse_manifest(manifest_json({{o + "model", 'b', ""},

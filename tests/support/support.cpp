@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -144,6 +145,39 @@ TempDir::~TempDir() {
     if (path_.empty()) return;
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
+}
+
+DirectoryEvents::DirectoryEvents(const std::string& dir) {
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ < 0) {
+        ADD_FAILURE() << "inotify_init1: " << std::strerror(errno);
+        return;
+    }
+    if (::inotify_add_watch(fd_, dir.c_str(), IN_CREATE | IN_DELETE) < 0) {
+        ADD_FAILURE() << dir << ": inotify_add_watch: " << std::strerror(errno);
+    }
+}
+
+DirectoryEvents::~DirectoryEvents() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<DirectoryEvents::Event> DirectoryEvents::take() {
+    std::vector<Event> out;
+    if (fd_ < 0) return out;
+    alignas(inotify_event) char buf[64 * 1024];
+    for (ssize_t n; (n = ::read(fd_, buf, sizeof buf)) > 0;) {
+        for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+            inotify_event e;
+            std::memcpy(&e, buf + at, sizeof e);
+            if (e.mask & IN_Q_OVERFLOW) ADD_FAILURE() << "inotify: the event queue overflowed";
+            if (e.len > 0 && (e.mask & (IN_CREATE | IN_DELETE))) {
+                out.push_back({(e.mask & IN_CREATE) != 0, std::string(buf + at + sizeof e)});
+            }
+            at += static_cast<ssize_t>(sizeof e + e.len);
+        }
+    }
+    return out;
 }
 
 void copy_file(const std::string& from, const std::string& to) {

@@ -45,6 +45,26 @@ private:
     std::string path_;
 };
 
+/// The files created and deleted in one directory from construction on, in the kernel's order
+/// (inotify IN_CREATE / IN_DELETE on the directory itself). Fails the current test when inotify
+/// cannot be set up or its queue overflowed.
+class DirectoryEvents {
+public:
+    struct Event {
+        bool created;      // IN_CREATE; else IN_DELETE
+        std::string name;  // the entry's name in the directory
+    };
+    explicit DirectoryEvents(const std::string& dir);
+    ~DirectoryEvents();
+    DirectoryEvents(const DirectoryEvents&) = delete;
+    DirectoryEvents& operator=(const DirectoryEvents&) = delete;
+    /// Every event queued so far (not waiting for more), oldest first; each one returned once.
+    std::vector<Event> take();
+
+private:
+    int fd_ = -1;
+};
+
 /// Copies a file (used to make writable variants of fixtures).
 void copy_file(const std::string& from, const std::string& to);
 

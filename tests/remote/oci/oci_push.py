@@ -107,6 +107,7 @@ def main():
     p.add_argument("--store")
     p.add_argument("--name")
     p.add_argument("--store-registry", default="registry.ollama.ai")
+    p.add_argument("--created", help="the manifest's org.opencontainers.image.created annotation")
     p.add_argument("weights", nargs="+")
     a = p.parse_args()
     f = dict(FLAVOURS[a.flavour])
@@ -145,6 +146,8 @@ def main():
     }
     if "artifact" in f:
         manifest["artifactType"] = f["artifact"]
+    if a.created:
+        manifest["annotations"] = {"org.opencontainers.image.created": a.created}
     body = json.dumps(manifest, indent=1).encode()
     md = digest(body)
     top, top_type = body, f["manifest"]
