@@ -40,7 +40,8 @@ namespace {
 const char* const kCheckHelpTail =
     "\n"
     "Prints what 'gguf-mount SOURCE MOUNTPOINT' would serve: each file with its kind (merged-set,\n"
-    "byte-split, companion, shard), size in bytes and tensor count, the shards or byte pieces it is\n"
+    "byte-split, single-file model, companion, shard; JSON says companion for a single-file\n"
+    "model), size in bytes and tensor count, the shards or byte pieces it is\n"
     "made of, the KV overrides in force (its NAME.gguf.kv sidecar's, then the flags'), the mode\n"
     "served (read bits only where every directory on the way lets that class through), every\n"
     "problem (incomplete or invalid set, name clash, symlink loop, dangling link, unreadable\n"
@@ -187,9 +188,14 @@ void print_text(const gguf::Catalog& c, bool remote_directory) {
     const bool slash = remote_directory && !c.source.empty() && c.source.back() != '/';
     std::printf("source %s%s\n", esc(c.source).c_str(), slash ? "/" : "");
     size_t counts[5] = {0, 0, 0, 0, 0};
+    size_t single_models = 0;  // companions that are .gguf models (counted apart from them)
     for (const auto& e : c.entries) {
-        ++counts[static_cast<size_t>(e.kind)];
-        std::string what = gguf::entry_kind_name(e.kind);
+        std::string what = gguf::entry_label(e.kind, e.path);
+        if (what != gguf::entry_kind_name(e.kind)) {
+            ++single_models;
+        } else {
+            ++counts[static_cast<size_t>(e.kind)];
+        }
         if (e.kind == gguf::EntryKind::MergedSet) {
             what += " of " + std::to_string(e.members.size()) + " shard" + (e.members.size() == 1 ? "" : "s");
         } else if (e.kind == gguf::EntryKind::ByteSplit) {
@@ -242,9 +248,10 @@ void print_text(const gguf::Catalog& c, bool remote_directory) {
     if (base == c.source) {
         dirs = std::to_string(c.directories.size()) + (c.directories.size() == 1 ? " directory, " : " directories, ");
     }
-    std::printf("summary: %zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
+    std::printf("summary: %s%zu merged set(s), %zu byte-split file(s), %zu companion file(s), %zu shard file(s) shown, "
                 "%s%s%zu problem(s)\n",
-                counts[0], counts[1], counts[2], counts[3],
+                single_models ? (std::to_string(single_models) + " single-file model(s), ").c_str() : "", counts[0],
+                counts[1], counts[2], counts[3],
                 counts[4] ? (std::to_string(counts[4]) + " split shard(s), ").c_str() : "", dirs.c_str(),
                 c.problems.size());
 }

@@ -555,7 +555,7 @@ int run_mount(int argc, char** argv) {
     for (const auto& n : live->current()->nodes()) {
         if (n.directory) continue;
         // An edited single file is not a file "as it is" (what "companion" means in README).
-        const std::string kind = !n.edited ? gguf::entry_kind_name(n.kind)
+        const std::string kind = !n.edited ? gguf::entry_label(n.kind, n.path)
                                  : n.kind == gguf::EntryKind::Companion
                                      ? "single model with edited metadata"
                                      : std::string(gguf::entry_kind_name(n.kind)) + " with edited metadata";

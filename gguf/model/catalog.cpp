@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <memory>
@@ -582,6 +583,12 @@ const char* entry_kind_name(EntryKind kind) noexcept {
     return "?";
 }
 
+const char* entry_label(EntryKind kind, const std::string& path) noexcept {
+    static const std::string kExt = ".gguf";
+    const bool gguf_name = path.size() > kExt.size() && path.compare(path.size() - kExt.size(), kExt.size(), kExt) == 0;
+    return kind == EntryKind::Companion && gguf_name ? "single-file model" : entry_kind_name(kind);
+}
+
 std::vector<std::string> CatalogEntry::access_paths() const {
     std::vector<std::string> out;
     for (const LogicalFile& m : members) {
@@ -648,6 +655,38 @@ Catalog build_catalog(const std::string& source, const CatalogOptions& options) 
     return out;
 }
 
+namespace {
+
+/// A listing's directories have no time of their own (a server lists files, not folders): each
+/// gets the newest mtime and ctime of the files beneath it, or the time of the listing when it
+/// holds none, so that `ls -l`, make and rsync never see 1970-01-01.
+void date_listed_directories(Catalog& out) {
+    std::map<std::string, std::pair<timespec, timespec>> newest;  // directory path -> mtime, ctime
+    auto later = [](const timespec& a, const timespec& b) {
+        return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+    };
+    for (const CatalogEntry& e : out.entries) {
+        std::string dir = e.path;
+        do {
+            const size_t slash = dir.rfind('/');
+            dir = slash == std::string::npos ? std::string() : dir.substr(0, slash);
+            auto& [m, c] = newest[dir];
+            if (later(e.attr.mtime, m)) m = e.attr.mtime;
+            if (later(e.attr.ctime, c)) c = e.attr.ctime;
+        } while (!dir.empty());
+    }
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    for (CatalogDirectory& d : out.directories) {
+        auto it = newest.find(d.path);
+        const bool dated = it != newest.end() && it->second.first.tv_sec > 0;
+        d.attr.mtime = dated ? it->second.first : now;
+        d.attr.ctime = dated && it->second.second.tv_sec > 0 ? it->second.second : d.attr.mtime;
+    }
+}
+
+}  // namespace
+
 Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) {
     Catalog out;
     out.source = listing.root();
@@ -658,6 +697,7 @@ Catalog build_catalog(DirectoryListing& listing, const CatalogOptions& options) 
     st.st_uid = ::getuid();
     st.st_gid = ::getgid();
     w.walk(out.source, "", st, 0);
+    date_listed_directories(out);
     sort_catalog(out);
     if (options.split_view) apply_shard_view(out, *options.split_view, options.keep_layouts);
     return out;

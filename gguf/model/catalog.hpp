@@ -123,6 +123,12 @@ enum class EntryKind : uint8_t {
 /// "merged-set", "byte-split", "companion", "shard", "split-shard" (used in `check` output, text and JSON).
 const char* entry_kind_name(EntryKind kind) noexcept;
 
+/// How `check`'s text and the mount's "serving" lines name an entry of `kind` at `path`:
+/// "single-file model" for a companion whose name ends in ".gguf" (an unsplit model, a registry
+/// or store model of one GGUF layer: served as it is, but to a reader it is the model), else
+/// entry_kind_name. JSON keeps entry_kind_name.
+const char* entry_label(EntryKind kind, const std::string& path) noexcept;
+
 /// One file of the mount.
 struct CatalogEntry {
     std::string path;                  // relative to the mount root, '/'-separated: "Q4_K_M/x.gguf"

@@ -202,6 +202,12 @@ TEST_F(OciLocal, AnOllamaStoreAsOllamaWritesItShowsEveryHostNamespaceAndTag) {
     EXPECT_EQ(unmount_and_wait(), 0) << log();
     auto r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", store});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    // A model of one GGUF blob is named a model, not a companion (a template is one).
+    EXPECT_NE(r.out.find("someone/tiny-q8.gguf: single-file model, "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("kvzoo-t7.template: companion, "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("summary: 2 single-file model(s), 3 merged set(s), 0 byte-split file(s), 1 companion file(s)"),
+              std::string::npos)
+        << r.out;
     // ~/.ollama given for ~/.ollama/models: served as a plain folder, saying which to give.
     r = gguf_test::run({gguf_test::gguf_mount_binary(), "check", root_ + "/ollama"});
     EXPECT_NE(r.err.find(root_ + "/ollama/models is an Ollama store: give it as SOURCE to see its models by name"),

@@ -126,7 +126,8 @@ TEST_F(OciMount, ATagIsPinnedToItsManifestDigestAndADigestReferenceIsCheckedAndA
 }
 
 // A registry model's files carry the manifest's created time, else the time this cache first
-// saw the manifest, kept for later mounts (they showed 1970-01-01 before).
+// saw the manifest, kept for later mounts; a folder shows its newest file's (both showed
+// 1970-01-01 before).
 TEST_F(OciMount, FilesShowTheManifestsCreatedTimeElseWhenTheCacheFirstSawTheManifest) {
     ASSERT_NO_FATAL_FAILURE(start_registry());
     ASSERT_FALSE(registry_.push({"--flavour", "docker", "--repo", "ai/dated", "--created",
@@ -140,6 +141,7 @@ TEST_F(OciMount, FilesShowTheManifestsCreatedTimeElseWhenTheCacheFirstSawTheMani
     };
     ASSERT_TRUE(mount(args(), ref("ai/dated"))) << log();
     EXPECT_EQ(mtime_of(mnt_ + "/dated.gguf"), 1743499800) << log();
+    EXPECT_EQ(mtime_of(mnt_), 1743499800) << "the mount's root: the newest file beneath it";
     EXPECT_EQ(unmount_and_wait(), 0) << log();
 
     const time_t before = ::time(nullptr);
