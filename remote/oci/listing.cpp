@@ -1,6 +1,5 @@
 #include "remote/oci/listing.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <map>
@@ -173,11 +172,12 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
         p.index_digest = got;
         // Each child manifest is asked once (by digest), however often it is looked at.
         std::map<std::string, std::string> children;
+        std::map<std::string, time_t> child_seen;  // when the cache first saw each child
         auto child = [&](const Descriptor& d) -> const std::string& {
             auto it = children.find(d.digest);
             if (it != children.end()) return it->second;
             Fetched c = fetch_manifest(context, ref, ref.manifest_url(d.digest), d.digest);
-            if (c.first_seen > 0) seen = seen > 0 ? std::min(seen, c.first_seen) : c.first_seen;
+            child_seen[d.digest] = c.first_seen;
             if (digest_of(c.bytes) != d.digest)
                 throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": manifest " + d.digest +
                                                             " of the index: its bytes hash to " + digest_of(c.bytes));
@@ -188,6 +188,8 @@ PinnedManifest pin_manifest(const std::shared_ptr<RemoteContext>& context, const
         m = parse_manifest(child(chosen), chosen.media_type, ref.shown() + " (" + chosen.digest + ")");
         if (m.index) throw gguf::Error(gguf::Code::BadValue, ref.shown() + ": an index inside an index is not read");
         p.digest = chosen.digest;
+        // The model manifest's own: a tag moved to another index of the same model keeps it.
+        if (child_seen[chosen.digest] > 0) seen = child_seen[chosen.digest];
     }
     p.created = created_time(m);
     if (p.created == 0) p.created = created_time(index);
