@@ -212,9 +212,6 @@ TEST_F(MergeUrl, SigtermBeforeTheFirstResumePointKeepsWhatWasWritten) {
     resumes_after(SIGTERM);
 }
 
-/// The progress bar of a continued download counted the bytes of the earlier run as fetched now
-/// (its rate and ETA were too good): its rate is now that of this run's bytes alone. Checked on
-/// the final frame (under script(1), a terminal): rate x time = the bytes after the resume point.
 // A continued merge keeps its partial output and removes every other leftover of a killed run
 // before it creates anything (its publish probe makes files of the same pattern; a kill then
 // must not leave both: tests/cli/crash_test.cpp checks the same order for split and a local
@@ -249,6 +246,9 @@ TEST_F(MergeUrl, AContinuedMergeRemovesOtherLeftoversFirstAndKeepsItsPartialOutp
     }
 }
 
+/// The progress bar of a continued download counted the bytes of the earlier run as fetched now
+/// (its rate and ETA were too good): its rate is now that of this run's bytes alone. Checked on
+/// the final frame (under script(1), a terminal): rate x time = the bytes after the resume point.
 TEST_F(MergeUrl, AContinuedDownloadsProgressRateCountsOnlyItsOwnBytes) {
     if (gguf_test::run({"/usr/bin/script", "--version"}).exit_code != 0) GTEST_SKIP() << "script(1) not installed";
     ASSERT_NO_FATAL_FAILURE(dense_set());
