@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
