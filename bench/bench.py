@@ -177,12 +177,28 @@ class Bench:
 
     # ---- environment -------------------------------------------------------------------
 
-    def drop_caches(self):
+    def drop_caches(self, origin=()):
+        """Drops the page cache (when permitted), then reads every file under each path of
+        `origin` back into it: the files a test server on this machine serves (nginx's shards, the
+        registry's storage, s3rver's store). A remote origin is another machine, with its own disk
+        and cache: a server reading this machine's disk while the client writes its block cache
+        to it would charge the client's cold rows for a contention no real deployment has. The
+        client's side (block cache, downloads, page cache of what it reads) stays cold."""
         if not self.can_drop:
             return
         os.sync()
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")
+        files = []
+        for top in origin:
+            if os.path.isfile(top):
+                files.append(top)
+            for d, _, names in os.walk(top, followlinks=True):
+                files += [os.path.join(d, n) for n in names if os.path.isfile(os.path.join(d, n))]
+        for path in files:
+            with open(path, "rb") as f:
+                while f.read(8 << 20):
+                    pass
 
     def check_drop(self):
         try:

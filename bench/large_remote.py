@@ -172,6 +172,11 @@ http {{
         shutil.rmtree(os.path.join(self.run_dir, "s3", "data"), ignore_errors=True)
 
     # ---- what each source is, for the mount and for curl -------------------------------------------
+    def origin_files(self, source):
+        """The files the server of `source` reads to answer (bench.py drop_caches keeps them
+        cached): the shards for nginx (http, hf), s3rver's object store for s3."""
+        return [os.path.join(self.run_dir, "s3", "data")] if source == "s3" else list(self.shards)
+
     def env(self, source):
         """Environment of a mount of `source` (and of nothing else)."""
         home = os.path.join(self.run_dir, "hf-home")
@@ -269,7 +274,9 @@ def _one(b, pth, state, timeout=None):
     if state == "cold":
         pth.reset()
     pth.daemon_cpu = None
-    r = rc.first_token(pth.prepare, pth.cleanup, b.drop_caches, prefix=pth.prefix, timeout=timeout)
+    # The origin's files stay in memory (bench.py drop_caches): a remote server's disk is not ours.
+    r = rc.first_token(pth.prepare, pth.cleanup, lambda: b.drop_caches(pth.srv.origin_files(pth.source)),
+                       prefix=pth.prefix, timeout=timeout)
     r["daemon_cpu_s"] = pth.daemon_cpu
     return r
 
@@ -344,7 +351,8 @@ def tables(v):
                   "shards on 127.0.0.1; node-llama-cpp 3.22.1 mmap on, [BOS] prompt, 1 thread; seconds from the mount "
                   "(or the first `curl`) to the first token, median (min–max) of %d interleaved runs; ratio = "
                   "download / mount (target >= 1.0). Cold: page cache dropped, block cache empty; cached: page cache "
-                  "dropped, the mount's block cache filled by the cold run / the shards already downloaded. "
+                  "dropped, the mount's block cache filled by the cold run / the shards already downloaded. The servers' "
+                  "own files are read back into memory after each drop (a remote origin's disk is not this machine's). "
                   "In parentheses: seconds until the model path was ready (mount readable / curl done), "
                   "`loadModel`, first token; for the mount also the daemon's CPU seconds." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
                   "", "| source | cache | mount s (ready, load, eval) | download then load s (ready, load, eval) "

@@ -1,8 +1,11 @@
 // Starting helper threads in a FUSE daemon (fs/ and remote/ both start them).
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -29,9 +32,11 @@ inline void release_threads_after_fork() noexcept { threads_may_start_flag() = t
 /// keep being delivered to the session loop threads, where libfuse's handlers (and our SIGHUP
 /// rescan handler) must interrupt a blocking read of /dev/fuse. The caller's signal mask is
 /// restored before returning, also when the thread cannot be created (std::system_error is
-/// then rethrown). Start threads only after fuse_daemonize(): a fork would lose them.
+/// then rethrown). `name` (at most 15 characters, longer is cut; null: the process's name) is
+/// what `top -H`, `ps -L` and /proc/PID/task/TID/comm show for it. Start threads only after
+/// fuse_daemonize(): a fork would lose them.
 template <typename Fn>
-std::thread start_thread_without_termination_signals(Fn&& fn) {
+std::thread start_thread_without_termination_signals(Fn&& fn, const char* name = nullptr) {
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -41,6 +46,11 @@ std::thread start_thread_without_termination_signals(Fn&& fn) {
     try {
         std::thread t(std::forward<Fn>(fn));
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        if (name) {
+            char cut[16] = {};
+            std::strncpy(cut, name, sizeof cut - 1);
+            pthread_setname_np(t.native_handle(), cut);  // best effort: a name only
+        }
         return t;
     } catch (...) {
         pthread_sigmask(SIG_SETMASK, &old, nullptr);

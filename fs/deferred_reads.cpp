@@ -14,7 +14,7 @@ bool DeferredReads::submit(std::function<void()> job, std::function<void()> on_s
         if (stopping_) return false;
         // More jobs than idle threads: one more thread, while the bound allows.
         if (queue_.size() + 1 > idle_threads_ && threads_.size() < max_threads_) {
-            threads_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }));
+            threads_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }, "gm-remote-read"));
         }
         queue_.push_back(Job{std::move(job), std::move(on_stop)});
     } catch (...) {

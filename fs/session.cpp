@@ -322,7 +322,7 @@ std::thread start_after_mount_thread(const std::string& mountpoint, const LiveFi
                 spdlog::warn("{}: the start-up read check failed; READY=1 without it", gguf::quote_name(mountpoint));
                 ready.announce(serving_status(live.current()->file_count(), mountpoint));
             }
-        });
+        }, "gm-after-mount");
     } catch (const std::exception& e) {
         spdlog::warn("{}: cannot start the post-mount thread: {}; READY=1 without the start-up read check",
                      gguf::quote_name(mountpoint), e.what());

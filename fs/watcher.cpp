@@ -106,7 +106,7 @@ void Watcher::start() {
         std::lock_guard<std::mutex> lock(done_mutex_);
         done_ = true;
         done_cv_.notify_all();
-    });
+    }, "gm-watch");
 }
 
 bool Watcher::stop(std::chrono::milliseconds timeout) {

@@ -137,7 +137,7 @@ bool SequentialCheck::run_hasher(std::unique_lock<std::mutex>&) const noexcept {
     try {
         if (hasher_.joinable()) hasher_.join();  // ended idle: it holds nothing any more
         // Stop signals stay with the FUSE loop threads (common/threads.hpp).
-        hasher_ = gguf::start_thread_without_termination_signals([this] { hash_behind(); });
+        hasher_ = gguf::start_thread_without_termination_signals([this] { hash_behind(); }, "gm-sha256");
         hasher_running_ = true;
         return true;
     } catch (...) {

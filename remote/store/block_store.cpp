@@ -155,7 +155,7 @@ bool BlockStore::store_later(std::function<void()> job) noexcept {
         if (store_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.store_threads); ++i) {
                 store_threads_.push_back(gguf::start_thread_without_termination_signals(
-                    [this] { serve(stores_, store_cv_, stopping_, stores_running_); }));
+                    [this] { serve(stores_, store_cv_, stopping_, stores_running_); }, "gm-store"));
             }
         }
         stores_.push_back(std::move(job));
@@ -194,7 +194,7 @@ bool BlockStore::commit_later(std::function<void()> job) noexcept {
         if (commit_threads_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.commit_threads); ++i) {
                 commit_threads_.push_back(gguf::start_thread_without_termination_signals(
-                    [this] { serve(commits_, commit_cv_, commits_stopping_, commits_running_); }));
+                    [this] { serve(commits_, commit_cv_, commits_stopping_, commits_running_); }, "gm-commit"));
             }
         }
         const size_t limit = std::max(1u, options_.unsynced_blocks);

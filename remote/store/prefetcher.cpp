@@ -30,7 +30,7 @@ void Prefetcher::submit(std::function<void()> job) noexcept {
         if (stopping_ || !threads_allowed_) return;
         if (workers_.empty()) {
             for (unsigned i = 0; i < std::max(1u, options_.threads); ++i) {
-                workers_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }));
+                workers_.push_back(gguf::start_thread_without_termination_signals([this] { work(); }, "gm-fetch"));
             }
         }
         jobs_.push_back(std::move(job));
