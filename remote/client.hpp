@@ -133,6 +133,15 @@ public:
     /// call's), then throws HttpError. Never keeps more than `len` bytes in memory.
     virtual ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
                                  std::string* final_url = nullptr, Clock::time_point deadline = {}) = 0;
+    /// get_range with the bytes scattered over consecutive buffers: byte i of the range goes to
+    /// parts[i / part_len] at i % part_len (part_len > 0; parts holds ceil(len / part_len)
+    /// buffers of part_len bytes, the last one may be shorter). One request for several blocks:
+    /// a sequential reader's read-ahead asks for a run of blocks at once, since every request
+    /// costs a server (S3, a registry) more than the bytes (bench/README.md, "Read-ahead runs").
+    /// Same answers, retries, deadline and errors as get_range.
+    virtual ObjectInfo get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
+                                       size_t part_len, size_t* got, std::string* final_url = nullptr,
+                                       Clock::time_point deadline = {}) = 0;
     /// HEAD `url`: size (Content-Length) and validator without a data request.
     virtual ObjectInfo head(const std::string& url) = 0;
     /// The most bytes get_page takes.

@@ -35,6 +35,10 @@ struct RemoteOptions {
     std::string cache_source;
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
+    /// Missing blocks read-ahead fetches in one ranged GET (16 MiB: the 8-16 MB byte ranges AWS
+    /// advises for S3; a registry and s3rver spend per request what this saves,
+    /// bench/README.md "Read-ahead runs"); 1: a request per block.
+    unsigned run_blocks = 4;
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
     /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
@@ -59,11 +63,13 @@ struct RemoteOptions {
     unsigned drop_lag_blocks = 5;
     /// Block buffers (4 MiB each; BufferPool, remote/store/buffer_pool.hpp) the context keeps
     /// mapped, in use and idle together: a buffer let go is kept for reuse while no more are
-    /// mapped, else unmapped. A sequential reader holds up to about kept_blocks +
-    /// readahead_blocks in use at once, and the number swings with the fetches in flight; a
-    /// pool smaller than the swing unmaps buffers only to fault fresh ones in again, a larger
-    /// one only adds to the daemon's RSS (bench/ has the measurements behind 16).
-    unsigned pooled_buffers = 16;
+    /// mapped, else unmapped. A sequential reader holds up to about kept_blocks (10) +
+    /// readahead_blocks (8) + the rest of a run (3) + pending_stores (4) + the blocks of
+    /// readers' own fetches in use at once, and the number swings with the fetches in flight;
+    /// a pool smaller than the swing unmaps buffers only to fault fresh ones in again (16 with
+    /// runs: 1-2 s more system time per 3 GB), a larger one only adds to the daemon's RSS
+    /// (bench/README.md "Read-ahead runs").
+    unsigned pooled_buffers = 28;
     /// Idle buffers kept after a quiet period (BufferPool::trim: no read-ahead job for
     /// buffer_trim_after); the others are unmapped, so an idle mount holds little memory.
     unsigned idle_buffers = 2;
@@ -71,7 +77,7 @@ struct RemoteOptions {
     /// false: fetched blocks are never written to the cache (blocks already cached are still
     /// read from it). Each fetched block (also read-ahead) stays in memory until a reader has
     /// read its last byte, so a sequential reader (`merge URL`) holds at most
-    /// readahead_blocks + 1 blocks and the disk holds only what it writes itself.
+    /// readahead_blocks + run_blocks blocks and the disk holds only what it writes itself.
     bool store_blocks = true;
     /// true: the context starts no thread until RemoteContext::allow_threads(). For a process
     /// that forks after using the context (a mount plans before it daemonizes): threads do not

@@ -60,7 +60,8 @@ struct HttpClient::Attempt {
     char errbuf[CURL_ERROR_SIZE] = {0};
     uint64_t offset = 0;
     size_t len = 0;
-    char* dst = nullptr;
+    char* const* parts = nullptr;  // the body's buffers, part_len bytes each
+    size_t part_len = 0;
     size_t got = 0;
     bool head_only = false;
     std::string* page = nullptr;  // a whole page is asked for
@@ -235,8 +236,13 @@ struct HttpClient::Attempt {
             a->refused = "the server sent more bytes than the Content-Range it announced";
             return 0;
         }
-        std::memcpy(a->dst + a->got, data, bytes);
-        a->got += bytes;
+        for (size_t k = 0; k < bytes;) {
+            const size_t in = a->got % a->part_len;
+            const size_t take = std::min(bytes - k, a->part_len - in);
+            std::memcpy(a->parts[a->got / a->part_len] + in, data + k, take);
+            a->got += take;
+            k += take;
+        }
         return bytes;
     }
 };
@@ -273,7 +279,8 @@ struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& re
     a.curl = c;
     a.offset = ask.offset;
     a.len = ask.len;
-    a.dst = ask.dst;
+    a.parts = ask.parts;
+    a.part_len = ask.part_len;
     a.head_only = ask.head_only;
     a.page = ask.page;
     if (a.page) a.page->clear();
@@ -694,11 +701,20 @@ std::chrono::milliseconds HttpClient::note_filling(const std::string& url, bool 
 
 ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
                                  std::string* final_url, Clock::time_point deadline) {
+    char* const parts[1] = {dst};
+    return get_range_parts(url, offset, len, parts, len, got, final_url, deadline);
+}
+
+ObjectInfo HttpClient::get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
+                                       size_t part_len, size_t* got, std::string* final_url,
+                                       Clock::time_point deadline) {
+    if (part_len == 0) throw HttpError(url_for_message(url) + ": a ranged GET into parts of 0 bytes", EINVAL, 0, false);
     Ask ask;
     ask.final_url = final_url;
     ask.offset = offset;
     ask.len = len;
-    ask.dst = dst;
+    ask.parts = parts;
+    ask.part_len = part_len;
     ask.got = got;
     return perform(url, ask, deadline);
 }

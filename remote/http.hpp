@@ -95,6 +95,10 @@ public:
     /// "(after N attempts)" only when it was retried).
     ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
                          std::string* final_url = nullptr, Clock::time_point deadline = {}) override;
+    /// Client::get_range_parts: get_range, its body copied into the parts as it arrives.
+    ObjectInfo get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
+                               size_t part_len, size_t* got, std::string* final_url = nullptr,
+                               Clock::time_point deadline = {}) override;
     /// Client::head. Retries and throws like get_range.
     ObjectInfo head(const std::string& url) override;
     /// Client::get_page. Retries and throws like get_range (also for a larger body, or a status
@@ -117,7 +121,8 @@ private:
     struct Ask {
         uint64_t offset = 0;
         size_t len = 0;
-        char* dst = nullptr;
+        char* const* parts = nullptr;  ///< where the body goes: part_len bytes per part
+        size_t part_len = 0;
         size_t* got = nullptr;
         bool head_only = false;
         std::string* page = nullptr;

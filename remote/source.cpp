@@ -18,7 +18,7 @@ namespace gguf_mount::remote {
 namespace {
 
 BlockReading reading_of(const RemoteOptions& o) {
-    return BlockReading{o.offline, o.store_blocks, o.readahead_blocks, o.drop_lag_blocks};
+    return BlockReading{o.offline, o.store_blocks, o.readahead_blocks, o.drop_lag_blocks, o.run_blocks};
 }
 
 }  // namespace

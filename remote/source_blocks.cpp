@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -97,7 +98,7 @@ void SourceBlocks::drop_cached() const noexcept {
     for (uint64_t b = 0; b < block_count(); ++b) store_.cache().remove(key_, b);
 }
 
-ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_t* got) const {
+ObjectInfo SourceBlocks::get_blocks(uint64_t offset, size_t len, char* const* parts, size_t* got) const {
     std::string location;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -115,14 +116,16 @@ ObjectInfo SourceBlocks::get_block(uint64_t offset, size_t len, char* dst, size_
     std::string answered;
     if (!location.empty() && location != url_) {
         try {
-            return client_.get_range(location, offset, len, dst, got, &answered, deadline);
+            return client_.get_range_parts(location, offset, len, parts, BlockCache::kBlockSize, got, &answered,
+                                           deadline);
         } catch (const HttpError& e) {
             // An expired signed URL, a CDN node gone: resolve again through the given URL.
             spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(),
                           gguf::quote_name(name_));
         }
     }
-    ObjectInfo info = client_.get_range(url_, offset, len, dst, got, &answered, deadline);
+    ObjectInfo info =
+        client_.get_range_parts(url_, offset, len, parts, BlockCache::kBlockSize, got, &answered, deadline);
     std::lock_guard<std::mutex> lock(mutex_);
     location_ = answered;
     location_expires_ = answered == url_ ? 0 : signed_url_expiry(answered);
@@ -139,10 +142,24 @@ std::shared_ptr<const char[]> SourceBlocks::memory(uint64_t block) const noexcep
     return prefetcher_.kept(key_, block);
 }
 
-int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept {
-    const uint64_t len = block_length(block);
+bool SourceBlocks::unclaimed_locked(uint64_t block) const noexcept {
+    // The store's and the prefetcher's locks are taken under mutex_, never the other way.
+    return !fetching_.count(block) && !fresh_.count(block) && !store_.pending(key_, block) &&
+           !prefetcher_.kept(key_, block) && !store_.holds(key_, block, block_length(block));
+}
+
+int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, unsigned run) const noexcept {
+    std::vector<uint64_t> serials;  // of the blocks block, block + 1, ... this call fetches
     {
         std::unique_lock<std::mutex> lock(mutex_);
+        if (run > 1) {
+            // Read-ahead: the run starts at its first block nobody has or fetches (a reader
+            // that caught up may have taken the first ones), and nobody waits here.
+            const uint64_t last = block + run - 1;
+            while (block <= last && block_length(block) > 0 && !unclaimed_locked(block)) ++block;
+            if (block > last || block_length(block) == 0) return 0;
+            run = static_cast<unsigned>(last - block + 1);
+        }
         auto in_flight = fetching_.find(block);
         if (in_flight != fetching_.end()) {
             // Another thread fetches it: its outcome is this read's too. Asking again at once
@@ -159,29 +176,44 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
             if (bytes) *bytes = std::move(b);
             return 0;
         }
-        // The store's and the prefetcher's locks are taken under mutex_, never the other way.
-        if (store_.holds(key_, block, len)) return 0;
+        if (store_.holds(key_, block, block_length(block))) return 0;
         try {
             fetching_[block] = ++fetch_serial_;
+            serials.push_back(fetch_serial_);
+            // The rest of the run: the blocks that follow while nobody has or fetches them.
+            for (uint64_t next = block + 1; serials.size() < std::max(1u, run) && !reading_.offline &&
+                                            block_length(next) > 0 && unclaimed_locked(next);
+                 ++next) {
+                fetching_[next] = ++fetch_serial_;
+                serials.push_back(fetch_serial_);
+            }
         } catch (...) {
+            for (size_t i = 0; i < serials.size(); ++i) fetching_.erase(block + i);
+            cv_.notify_all();
             return -ENOMEM;
         }
     }
+    const size_t count = serials.size();
+    const uint64_t offset = block * BlockCache::kBlockSize;
+    const uint64_t len = std::min<uint64_t>(count * BlockCache::kBlockSize, info_.size - offset);
     int rc = 0;
-    std::shared_ptr<char[]> buf;
+    std::vector<std::shared_ptr<char[]>> bufs;
     size_t got = 0;  // == len (get_range throws on a short answer)
     const auto t0 = std::chrono::steady_clock::now();
     if (reading_.offline) {
         if (!offline_logged_.exchange(true)) {
             spdlog::warn("{}: block {} (bytes {}-{}) is not cached and --offline is set: reads of it fail with EIO",
-                         gguf::quote_name(name_), block, block * BlockCache::kBlockSize,
-                         block * BlockCache::kBlockSize + len - 1);
+                         gguf::quote_name(name_), block, offset, offset + len - 1);
         }
         rc = -EIO;
     } else {
         try {
-            buf = prefetcher_.buffer();
-            ObjectInfo info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+            std::vector<char*> parts;
+            for (size_t i = 0; i < count; ++i) {
+                bufs.push_back(prefetcher_.buffer());
+                parts.push_back(bufs.back().get());
+            }
+            ObjectInfo info = get_blocks(offset, len, parts.data(), &got);
             bytes_fetched_ += got;
             auto other_version = [&] {
                 return (!size_only_ && info.validator != info_.validator) || info.size != info_.size;
@@ -193,7 +225,7 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
                     std::lock_guard<std::mutex> lock(mutex_);
                     location_.clear();
                 }
-                info = get_block(block * BlockCache::kBlockSize, len, buf.get(), &got);
+                info = get_blocks(offset, len, parts.data(), &got);
                 bytes_fetched_ += got;
             }
             if (other_version()) {
@@ -223,49 +255,58 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) co
     // Readers take the bytes from memory at once: fresh_ holds them until the store has them.
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        auto mine = fetching_.find(block);
-        try {
-            if (rc != 0) {
-                failed_[block] = {mine->second, rc};
-            } else {
-                failed_.erase(block);
-                fresh_[block] = buf;
+        for (size_t i = 0; i < count; ++i) {
+            try {
+                if (rc != 0) {
+                    failed_[block + i] = {serials[i], rc};
+                } else {
+                    failed_.erase(block + i);
+                    fresh_[block + i] = bufs[i];
+                }
+            } catch (...) {
             }
-        } catch (...) {
+            fetching_.erase(block + i);
         }
-        fetching_.erase(mine);
     }
     cv_.notify_all();
     if (rc != 0) return rc;
-    if (bytes) *bytes = buf;
-    spdlog::debug("{}: block {} ({} bytes) fetched in {} ms{}", gguf::quote_name(name_), block, got,
+    if (bytes) *bytes = bufs[0];
+    spdlog::debug("{}: blocks {}-{} ({} bytes) fetched in {} ms{}", gguf::quote_name(name_), block,
+                  block + count - 1, got,
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
                   bytes ? "" : " (read-ahead)");
     if (!reading_.store_blocks) return 0;  // stays in fresh_ until read to its end
     // The cache gets the bytes off the read path (stage and commit threads of the store), and
     // readers behind the read-ahead find them kept in memory meanwhile.
-    prefetcher_.keep(key_, block, buf);
-    store_.put(key_, name_, block, buf, got);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = fresh_.find(block);
-    if (it != fresh_.end() && it->second == buf) fresh_.erase(it);
+    for (size_t i = 0; i < count; ++i) {
+        const size_t n = static_cast<size_t>(block_length(block + i));
+        prefetcher_.keep(key_, block + i, bufs[i]);
+        store_.put(key_, name_, block + i, bufs[i], n);
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = fresh_.find(block + i);
+        if (it != fresh_.end() && it->second == bufs[i]) fresh_.erase(it);
+    }
     return 0;
 }
 
 void SourceBlocks::read_ahead(uint64_t block) const noexcept {
     const unsigned ahead = reading_.readahead_blocks;
     if (ahead == 0) return;
-    // A reader moving on by one block only needs the new end of the window (the earlier blocks
-    // were handled by the call before); after a jump, all of it.
-    const uint64_t prev = advised_.exchange(block + ahead);
-    const uint64_t from = prev > block && prev <= block + ahead ? prev + 1 : block + 1;
+    const unsigned run = std::max(1u, reading_.run_blocks);
+    // A reader moving on by one block only needs the window's new end (the blocks before it,
+    // and the rest of a run started there, were handled by the calls before); after a jump,
+    // all of it.
+    const uint64_t end = block + ahead;
+    const uint64_t prev = advised_.load();
+    const uint64_t from = prev > block && prev < end + run ? prev + 1 : block + 1;
+    uint64_t handled = std::max(prev > block && prev < end + run ? prev : 0, end);
     std::weak_ptr<const SourceBlocks> weak;
     try {
         weak = weak_from_this();
     } catch (...) {
         return;
     }
-    for (uint64_t b = from; b <= block + ahead && block_length(b) > 0; ++b) {
+    for (uint64_t b = from; b <= end && block_length(b) > 0; ++b) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (fetching_.count(b) || fresh_.count(b)) continue;
@@ -278,10 +319,15 @@ void SourceBlocks::read_ahead(uint64_t block) const noexcept {
             continue;
         }
         if (reading_.offline) continue;
-        prefetcher_.submit([weak, b] {
-            if (auto self = weak.lock()) self->fetch(b, nullptr);
+        // The run claims what follows b that nobody has (fetch): the blocks up to its possible
+        // end are not submitted again, here or by the next calls.
+        prefetcher_.submit([weak, b, run] {
+            if (auto self = weak.lock()) self->fetch(b, nullptr, run);
         });
+        handled = std::max(handled, b + run - 1);
+        b += run - 1;
     }
+    advised_.store(handled);
 }
 
 void SourceBlocks::drop_behind(uint64_t block) const noexcept {

@@ -26,12 +26,17 @@ struct BlockReading {
     bool store_blocks = true;       ///< fetched blocks go to the block store
     unsigned readahead_blocks = 8;  ///< blocks fetched or loaded ahead of a sequential reader
     unsigned drop_lag_blocks = 5;   ///< cached blocks this far behind a reader leave the page cache
+    /// Missing blocks read-ahead asks for in one ranged GET (a run; 1: one request per block).
+    unsigned run_blocks = 4;
 };
 
 /// One version of a remote object in BlockCache::kBlockSize blocks: cached blocks are read from
-/// the block store, missing ones fetched through the Client (one ranged GET per block;
-/// concurrent reads of one block wait for a single fetch), and a sequential reader has the next
-/// readahead_blocks blocks fetched (or, cached, loaded into the page cache) by the prefetcher.
+/// the block store, missing ones fetched through the Client (a reader's miss: one ranged GET
+/// for its block; read-ahead: one for a run of up to run_blocks consecutive missing blocks,
+/// since each request costs a server more than its bytes; concurrent reads of one block wait
+/// for a single fetch), and a sequential reader has the next readahead_blocks blocks (and the
+/// rest of the run the last of them starts) fetched, or, cached, loaded into the page cache,
+/// by the prefetcher.
 /// A fetched block is served from memory at once, kept by the prefetcher among the context's
 /// last kept_blocks blocks, and put() into the block store (staged and committed off the read
 /// path); readers find it in memory while it is kept or being staged, then in the cache.
@@ -80,12 +85,19 @@ public:
     void drop_cached() const noexcept;
 
 private:
-    /// get_range through the last resolved location, falling back to url_ (see the class note).
-    ObjectInfo get_block(uint64_t offset, size_t len, char* dst, size_t* got) const;
+    /// get_range_parts (parts of BlockCache::kBlockSize bytes) through the last resolved
+    /// location, falling back to url_ (see the class note).
+    ObjectInfo get_blocks(uint64_t offset, size_t len, char* const* parts, size_t* got) const;
     /// Makes block `block` available: fetched by this call, or by another thread (waited for),
     /// or already held by the store; 0 or -errno. `*bytes` (if given) receives the block's
-    /// bytes when they are in memory; null when it is to be read from the store.
-    int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes) const noexcept;
+    /// bytes when they are in memory; null when it is to be read from the store. With `run` >
+    /// 1 (read-ahead, `bytes` null): the run of blocks [block, block + run) from its first one
+    /// that nobody holds or fetches, while they follow each other, is fetched in one request;
+    /// nothing is waited for.
+    int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, unsigned run = 1) const noexcept;
+    /// True when block `block` is neither in memory, in the store, nor being fetched. Under
+    /// mutex_. Never throws.
+    bool unclaimed_locked(uint64_t block) const noexcept;
     /// The bytes of `block` in memory (just fetched, held, being staged, or kept), else null.
     std::shared_ptr<const char[]> memory(uint64_t block) const noexcept;
     /// For each block of the window after `block`: a cached one is loaded from disk by a

@@ -24,7 +24,7 @@ namespace gguf_mount::remote {
 struct PrefetchOptions {
     unsigned threads = 8;      ///< read-ahead workers (started on the first job)
     unsigned kept_blocks = 10; ///< fetched blocks kept in memory, context-wide (the last ones kept)
-    unsigned pooled_buffers = 16;  ///< BufferPool: mapped buffers kept for reuse
+    unsigned pooled_buffers = 28;  ///< BufferPool: mapped buffers kept for reuse (RemoteOptions)
     unsigned idle_buffers = 2;     ///< BufferPool: idle buffers left by a trim
     /// A worker that found no job for this long trims the pool (the reader is done or paused).
     std::chrono::milliseconds trim_after{5000};

@@ -1,5 +1,6 @@
 // remote/http and remote/cache on their own: the HTTP client against nginx and the fault
 // server on 127.0.0.1, the block cache on a temporary directory.
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -87,6 +88,33 @@ TEST_F(HttpClientTest, RangedGetReturnsTheBytesSizeAndValidator) {
     auto head = http.head(server_->base_url() + "/m.bin");
     EXPECT_EQ(head.size, 300000u);
     EXPECT_EQ(head.validator, info.validator);
+}
+
+/// One ranged GET scattered over parts: each part gets its own slice of the range, the last
+/// one shorter (and at the object's end, what exists); nothing is written past a part.
+TEST_F(HttpClientTest, RangedGetIntoPartsScattersTheBytesInOrder) {
+    HttpClient http(quick());
+    const size_t part = 70000;  // not a multiple of what libcurl hands over at once
+    std::vector<std::string> bufs(4, std::string(part + 8, '#'));
+    char* parts[4] = {&bufs[0][0], &bufs[1][0], &bufs[2][0], &bufs[3][0]};
+    size_t got = 0;
+    const uint64_t at = 12345;
+    auto info = http.get_range_parts(server_->base_url() + "/m.bin", at, 3 * part + 999, parts, part, &got);
+    EXPECT_EQ(got, 3 * part + 999);
+    EXPECT_EQ(info.size, 300000u);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(bufs[i].substr(0, part) == content_.substr(at + i * part, part)) << "part " << i;
+        EXPECT_EQ(bufs[i].substr(part), std::string(8, '#')) << "written past part " << i;
+    }
+    EXPECT_TRUE(bufs[3].substr(0, 999) == content_.substr(at + 3 * part, 999));
+    EXPECT_EQ(bufs[3].substr(999), std::string(part + 8 - 999, '#'));
+    // Past the end: what exists (300000 - 230000 = 70000 bytes: part 0 whole, nothing in part 1).
+    bufs.assign(4, std::string(part + 8, '#'));
+    got = 0;
+    http.get_range_parts(server_->base_url() + "/m.bin", 230000, 2 * part, parts, part, &got);
+    EXPECT_EQ(got, 70000u);
+    EXPECT_TRUE(bufs[0].substr(0, part) == content_.substr(230000, part));
+    EXPECT_EQ(bufs[1], std::string(part + 8, '#'));
 }
 
 TEST_F(HttpClientTest, IgnoredRangeIsRefusedWithoutTakingTheBody) {
@@ -195,6 +223,60 @@ TEST_F(RemoteSourceStoreTest, AServerGoneIsLoggedByTheReaderNotByEachReadAheadFe
     size_t lines = 0;
     for (size_t at = 0; (at = log.find("big.bin", at)) != std::string::npos; at = log.find('\n', at)) ++lines;
     EXPECT_EQ(lines, 1u) << log;
+}
+
+/// Read-ahead asks for a run of missing blocks in one ranged GET (run_blocks; every request
+/// costs a registry or an S3 server more than its bytes), reaching past the window's end; the
+/// next moves of the reader do not ask for the run's blocks again, a reader that reaches a
+/// block of a run in flight waits for it, and every byte is the file's.
+TEST_F(RemoteSourceStoreTest, ReadAheadAsksForARunOfMissingBlocksInOneRangedGet) {
+    const uint64_t B = BlockCache::kBlockSize;
+    const std::string seven = random_bytes(6 * B + 1000, 11);  // blocks 0-6, the last 1000 bytes
+    gguf_test::write_file(root_ / "seven.bin", seven);
+    for (const unsigned run : {4u, 1u}) {
+        SCOPED_TRACE("run_blocks " + std::to_string(run));
+        gguf_test::TempDir cache;
+        RemoteOptions o;
+        o.http = quick();
+        o.cache_dir = cache.path();
+        o.readahead_blocks = 3;
+        o.run_blocks = run;
+        auto ctx = std::make_shared<RemoteContext>(o);
+        const size_t before = server_->access_log().size();
+        auto src = RemoteSource::open(ctx, server_->base_url() + "/seven.bin");  // block 0
+        std::string all(seven.size(), '\0');
+        ASSERT_EQ(src->pread(&all[0], B, 0), static_cast<ssize_t>(B));
+        // Into block 1: its own fetch, and read-ahead for blocks 2-4 (with runs: 2-5, one GET).
+        ASSERT_EQ(src->pread(&all[B], B, B), static_cast<ssize_t>(B));
+        ASSERT_EQ(server_->wait_access_log(before + (run == 4 ? 3 : 5)).size(), before + (run == 4 ? 3 : 5));
+        for (uint64_t at = 2 * B; at < seven.size(); at += 65536) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(65536, seven.size() - at));
+            ASSERT_EQ(src->pread(&all[at], n, at), static_cast<ssize_t>(n)) << "at " << at;
+        }
+        EXPECT_TRUE(all == seven) << "the bytes read differ from the file's";
+        src.reset();
+        ctx.reset();  // joins the read-ahead workers
+        const auto log = server_->wait_access_log(before + (run == 4 ? 4 : 7), std::chrono::milliseconds(500));
+        std::vector<std::string> ranges;
+        for (size_t i = before; i < log.size(); ++i) {
+            if (log[i].method == "GET" && log[i].uri == "/seven.bin") ranges.push_back(log[i].range);
+        }
+        std::sort(ranges.begin(), ranges.end(), [](const std::string& a, const std::string& b) {
+            return std::stoull(a.substr(6)) < std::stoull(b.substr(6));
+        });
+        auto range = [&](uint64_t first, uint64_t last_block) {
+            return "bytes=" + std::to_string(first * B) + "-" +
+                   std::to_string(std::min<uint64_t>((last_block + 1) * B, seven.size()) - 1);
+        };
+        std::vector<std::string> want = {range(0, 0), range(1, 1)};
+        if (run == 4) {
+            want.push_back(range(2, 5));  // past the window's end (block 4): the whole run
+            want.push_back(range(6, 6));  // the window's end reaching block 6 on block 3
+        } else {
+            for (uint64_t b = 2; b <= 6; ++b) want.push_back(range(b, b));
+        }
+        EXPECT_EQ(ranges, want);
+    }
 }
 
 TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
