@@ -144,10 +144,14 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     for (const auto& s : sources) {
         if (!s->sha256().empty()) std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(s->sha256());
     }
+    // A job: up to kRunBlocks missing blocks in a row, read at once (one ranged GET: each
+    // request costs a registry or S3 server more than its bytes, bench/README.md "Read-ahead runs").
     struct Job {
         const remote::RemoteSource* source;
         uint64_t block;
+        uint64_t count;
     };
+    const uint64_t kRunBlocks = std::max(1u, context->options().run_blocks);
     std::vector<Job> jobs;
     uint64_t total = 0;
     uint64_t cached = 0;  // bytes of the blocks the cache holds now (not read again)
@@ -156,8 +160,11 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
         for (uint64_t b = 0; b < s->block_count(); ++b) {
             if (s->cached(b)) {
                 cached += s->block_length(b);
+            } else if (!jobs.empty() && jobs.back().source == s.get() && jobs.back().block + jobs.back().count == b &&
+                       jobs.back().count < kRunBlocks) {
+                ++jobs.back().count;
             } else {
-                jobs.push_back({s.get(), b});
+                jobs.push_back({s.get(), b, 1});
             }
         }
     }
@@ -168,16 +175,20 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     std::mutex error_mutex;
     std::string first_error;
     auto work = [&] {
-        std::unique_ptr<char[]> buf(new char[remote::BlockCache::kBlockSize]);
+        std::unique_ptr<char[]> buf(new char[kRunBlocks * remote::BlockCache::kBlockSize]);
         for (size_t i; !cancelled() && (i = next.fetch_add(1)) < jobs.size();) {
             const Job& j = jobs[i];
             const uint64_t at = j.block * remote::BlockCache::kBlockSize;
-            const size_t len = static_cast<size_t>(std::min(remote::BlockCache::kBlockSize, j.source->size() - at));
+            const size_t len = static_cast<size_t>(
+                std::min(j.count * remote::BlockCache::kBlockSize, j.source->size() - at));
             const ssize_t n = j.source->pread(buf.get(), len, at);
             if (n != static_cast<ssize_t>(len)) {
                 std::lock_guard<std::mutex> lock(error_mutex);
                 if (first_error.empty()) {
-                    first_error = j.source->display_name() + ": block " + std::to_string(j.block) + " (bytes " +
+                    first_error = j.source->display_name() + ": block" + (j.count > 1 ? "s " : " ") +
+                                  std::to_string(j.block) +
+                                  (j.count > 1 ? "-" + std::to_string(j.block + j.count - 1) : std::string()) +
+                                  " (bytes " +
                                   std::to_string(at) + "-" + std::to_string(at + len - 1) + ") could not be fetched: " +
                                   (n < 0 ? std::strerror(static_cast<int>(-n)) : "short read");
                 }

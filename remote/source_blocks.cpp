@@ -152,7 +152,7 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
     std::vector<uint64_t> serials;  // of the blocks block, block + 1, ... this call fetches
     {
         std::unique_lock<std::mutex> lock(mutex_);
-        if (run > 1) {
+        if (run > 1 && !bytes) {
             // Read-ahead: the run starts at its first block nobody has or fetches (a reader
             // that caught up may have taken the first ones), and nobody waits here.
             const uint64_t last = block + run - 1;
@@ -370,8 +370,15 @@ ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access
         // A FUSE worker never waits for the network (gguf::NoNetworkWaitScope): it hands the
         // read to a thread of its own.
         if (!bytes && r == -ENOENT && gguf::NoNetworkWaitScope::on()) return -EWOULDBLOCK;
+        // A read of more than a block (prefetch's runs) fetches the missing ones after this one
+        // that it covers in the same request, up to run_blocks. A FUSE read (at most 1 MiB)
+        // crossing into the next block does not: read-ahead has that one.
+        const uint64_t spans = (offset + len - 1) / BlockCache::kBlockSize - block + 1;
+        const auto run = len > BlockCache::kBlockSize
+                             ? static_cast<unsigned>(std::min<uint64_t>(spans, std::max(1u, reading_.run_blocks)))
+                             : 1u;
         for (int attempt = 0; !bytes && r == -ENOENT && attempt < 8; ++attempt) {
-            int rc = fetch(block, &bytes);
+            int rc = fetch(block, &bytes, run);
             if (rc != 0) return rc;
             if (!bytes) r = store_.read(key_, block, blen, in_block, n, out + done);
         }

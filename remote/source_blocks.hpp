@@ -91,8 +91,9 @@ private:
     /// Makes block `block` available: fetched by this call, or by another thread (waited for),
     /// or already held by the store; 0 or -errno. `*bytes` (if given) receives the block's
     /// bytes when they are in memory; null when it is to be read from the store. With `run` >
-    /// 1 (read-ahead, `bytes` null): the run of blocks [block, block + run) from its first one
-    /// that nobody holds or fetches, while they follow each other, is fetched in one request;
+    /// 1, the blocks after `block` that nobody holds or fetches (while they follow each other,
+    /// up to block + run - 1) come in the same request. Read-ahead (`bytes` null): the run
+    /// starts at its first block of [block, block + run) that nobody holds or fetches, and
     /// nothing is waited for.
     int fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, unsigned run = 1) const noexcept;
     /// True when block `block` is neither in memory, in the store, nor being fetched. Under

@@ -279,6 +279,30 @@ TEST_F(RemoteSourceStoreTest, ReadAheadAsksForARunOfMissingBlocksInOneRangedGet)
     }
 }
 
+/// A read of more than a block (prefetch reads runs of blocks) fetches the missing blocks it
+/// covers in ranged GETs of up to run_blocks blocks; a read of one block or less, one block.
+TEST_F(RemoteSourceStoreTest, AReadOfSeveralBlocksFetchesThemInRunsOfRunBlocks) {
+    const uint64_t B = BlockCache::kBlockSize;
+    const std::string seven = random_bytes(6 * B + 1000, 12);  // blocks 0-6
+    gguf_test::write_file(root_ / "seven.bin", seven);
+    auto ctx = context(0);  // no read-ahead: only the reads' own fetches
+    const size_t before = server_->access_log().size();
+    auto src = RemoteSource::open(ctx, server_->base_url() + "/seven.bin");  // block 0
+    std::string all(seven.size(), '\0');
+    ASSERT_EQ(src->pread(&all[0], 1000, 6 * B), 1000);  // block 6 alone
+    ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));
+    EXPECT_TRUE(all == seven) << "the bytes read differ from the file's";
+    const auto log = server_->wait_access_log(before + 4);
+    std::vector<std::string> ranges;
+    for (size_t i = before; i < log.size(); ++i) ranges.push_back(log[i].range);
+    auto range = [&](uint64_t first, uint64_t last_block) {
+        return "bytes=" + std::to_string(first * B) + "-" +
+               std::to_string(std::min<uint64_t>((last_block + 1) * B, seven.size()) - 1);
+    };
+    // Block 0 at open, block 6 by the short read, then 1-4 in one GET and 5 (6 is held).
+    EXPECT_EQ(ranges, (std::vector<std::string>{range(0, 0), range(6, 6), range(1, 4), range(5, 5)}));
+}
+
 TEST_F(RemoteSourceStoreTest, ReadOfAFetchedBlockDoesNotWaitForItsStore) {
     auto ctx = context(1);
     auto src = RemoteSource::open(ctx, server_->base_url() + "/big.bin");
