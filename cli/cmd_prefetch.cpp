@@ -144,14 +144,15 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     for (const auto& s : sources) {
         if (!s->sha256().empty()) std::const_pointer_cast<remote::RemoteSource>(s)->verify_sha256(s->sha256());
     }
-    // A job: up to kRunBlocks missing blocks in a row, read at once (one ranged GET: each
-    // request costs a registry or S3 server more than its bytes, bench/README.md "Read-ahead runs").
+    // A job: up to run_blocks (RemoteOptions) missing blocks in a row, read at once (one
+    // ranged GET: each request costs a registry or S3 server more than its bytes,
+    // bench/README.md "Read-ahead runs").
     struct Job {
         const remote::RemoteSource* source;
         uint64_t block;
         uint64_t count;
     };
-    const uint64_t kRunBlocks = std::max(1u, context->options().run_blocks);
+    const uint64_t run_blocks = std::max(1u, context->options().run_blocks);
     std::vector<Job> jobs;
     uint64_t total = 0;
     uint64_t cached = 0;  // bytes of the blocks the cache holds now (not read again)
@@ -161,7 +162,7 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
             if (s->cached(b)) {
                 cached += s->block_length(b);
             } else if (!jobs.empty() && jobs.back().source == s.get() && jobs.back().block + jobs.back().count == b &&
-                       jobs.back().count < kRunBlocks) {
+                       jobs.back().count < run_blocks) {
                 ++jobs.back().count;
             } else {
                 jobs.push_back({s.get(), b, 1});
@@ -175,7 +176,7 @@ int prefetch(const std::string& argument, SourceOptions options, bool quiet, boo
     std::mutex error_mutex;
     std::string first_error;
     auto work = [&] {
-        std::unique_ptr<char[]> buf(new char[kRunBlocks * remote::BlockCache::kBlockSize]);
+        std::unique_ptr<char[]> buf(new char[run_blocks * remote::BlockCache::kBlockSize]);
         for (size_t i; !cancelled() && (i = next.fetch_add(1)) < jobs.size();) {
             const Job& j = jobs[i];
             const uint64_t at = j.block * remote::BlockCache::kBlockSize;

@@ -35,9 +35,10 @@ struct RemoteOptions {
     std::string cache_source;
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
-    /// Missing blocks read-ahead fetches in one ranged GET (16 MiB: the 8-16 MB byte ranges AWS
-    /// advises for S3; a registry and s3rver spend per request what this saves,
-    /// bench/README.md "Read-ahead runs"); 1: a request per block.
+    /// Missing blocks read-ahead (and a read of more than a block: prefetch's) fetches in one
+    /// ranged GET (16 MiB: the 8-16 MB byte ranges AWS advises for S3; a registry and s3rver
+    /// spend per request what this saves, bench/README.md "Read-ahead runs"); 1: a request per
+    /// block.
     unsigned run_blocks = 4;
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
     /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch

@@ -298,8 +298,9 @@ void SourceBlocks::read_ahead(uint64_t block) const noexcept {
     // all of it.
     const uint64_t end = block + ahead;
     const uint64_t prev = advised_.load();
-    const uint64_t from = prev > block && prev < end + run ? prev + 1 : block + 1;
-    uint64_t handled = std::max(prev > block && prev < end + run ? prev : 0, end);
+    const bool moved_on = prev > block && prev < end + run;  // else a jump: the whole window
+    const uint64_t from = moved_on ? prev + 1 : block + 1;
+    uint64_t handled = moved_on ? std::max(prev, end) : end;
     std::weak_ptr<const SourceBlocks> weak;
     try {
         weak = weak_from_this();

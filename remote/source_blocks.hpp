@@ -26,15 +26,16 @@ struct BlockReading {
     bool store_blocks = true;       ///< fetched blocks go to the block store
     unsigned readahead_blocks = 8;  ///< blocks fetched or loaded ahead of a sequential reader
     unsigned drop_lag_blocks = 5;   ///< cached blocks this far behind a reader leave the page cache
-    /// Missing blocks read-ahead asks for in one ranged GET (a run; 1: one request per block).
+    /// Missing blocks read-ahead, or a read of more than a block, asks for in one ranged GET (a
+    /// run; 1: one request per block).
     unsigned run_blocks = 4;
 };
 
 /// One version of a remote object in BlockCache::kBlockSize blocks: cached blocks are read from
-/// the block store, missing ones fetched through the Client (a reader's miss: one ranged GET
-/// for its block; read-ahead: one for a run of up to run_blocks consecutive missing blocks,
-/// since each request costs a server more than its bytes; concurrent reads of one block wait
-/// for a single fetch), and a sequential reader has the next readahead_blocks blocks (and the
+/// the block store, missing ones fetched through the Client (a read of a block or less: one
+/// ranged GET for its block; read-ahead and longer reads: one for a run of up to run_blocks
+/// consecutive missing blocks, since each request costs a server more than its bytes;
+/// concurrent reads of one block wait for a single fetch), and a sequential reader has the next readahead_blocks blocks (and the
 /// rest of the run the last of them starts) fetched, or, cached, loaded into the page cache,
 /// by the prefetcher.
 /// A fetched block is served from memory at once, kept by the prefetcher among the context's
