@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -122,6 +123,20 @@ public:
 class Client {
 public:
     using Clock = std::chrono::steady_clock;
+    /// get_range_parts' hooks for a run of parts handed over one by one (both optional).
+    struct PartHooks {
+        /// The buffer of part i (part_len bytes), asked for when the part's first byte arrives
+        /// (parts null, or parts[i] null): a run's buffers are taken only as its bytes come.
+        /// May be asked again for the same part (a retry): it returns the same buffer. A throw
+        /// aborts the call (HttpError, ENOMEM).
+        std::function<char*(size_t part)> buffer;
+        /// Called as part i's last byte arrives, in order, with the info of the answer (a 206
+        /// for the asked range) that brought it. True takes the part: the client never writes
+        /// to it again, and a retry asks only for the bytes after the taken parts (a reader can
+        /// use a block while the rest of its run is on its way). False, or a throw, takes none
+        /// of the rest of that answer.
+        std::function<bool(size_t part, const ObjectInfo& answer)> take;
+    };
     virtual ~Client() = default;
 
     /// GET bytes [offset, offset + len) of `url` into `dst` (len > 0): a 206 whose
@@ -134,14 +149,17 @@ public:
     virtual ObjectInfo get_range(const std::string& url, uint64_t offset, size_t len, char* dst, size_t* got,
                                  std::string* final_url = nullptr, Clock::time_point deadline = {}) = 0;
     /// get_range with the bytes scattered over consecutive buffers: byte i of the range goes to
-    /// parts[i / part_len] at i % part_len (part_len > 0; parts holds ceil(len / part_len)
-    /// buffers of part_len bytes, the last one may be shorter). One request for several blocks:
+    /// part i / part_len at i % part_len (part_len > 0; parts holds ceil(len / part_len)
+    /// buffers of part_len bytes, the last one may be shorter; null with hooks->buffer). One request for several blocks:
     /// a sequential reader's read-ahead asks for a run of blocks at once, since every request
     /// costs a server (S3, a registry) more than the bytes (bench/README.md, "Read-ahead runs").
     /// Same answers, retries, deadline and errors as get_range.
+    /// `hooks` (if given; PartHooks): buffers asked for as the parts begin, parts handed
+    /// over as they end. Both run on the calling thread inside the transfer: they must be quick
+    /// and may not call the client. When the call throws, the parts taken keep their bytes.
     virtual ObjectInfo get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
                                        size_t part_len, size_t* got, std::string* final_url = nullptr,
-                                       Clock::time_point deadline = {}) = 0;
+                                       Clock::time_point deadline = {}, const PartHooks* hooks = nullptr) = 0;
     /// HEAD `url`: size (Content-Length) and validator without a data request.
     virtual ObjectInfo head(const std::string& url) = 0;
     /// The most bytes get_page takes.

@@ -36,10 +36,11 @@ struct RemoteOptions {
     bool offline = false;         ///< no network: serve what the cache holds, else EIO
     unsigned readahead_blocks = 8;  ///< blocks fetched ahead of a sequential reader
     /// Missing blocks read-ahead (and a read of more than a block: prefetch's) fetches in one
-    /// ranged GET (16 MiB: the 8-16 MB byte ranges AWS advises for S3; a registry and s3rver
-    /// spend per request what this saves, bench/README.md "Read-ahead runs"); 1: a request per
-    /// block.
-    unsigned run_blocks = 4;
+    /// ranged GET (32 MiB; a registry and s3rver spend per request what this saves,
+    /// bench/README.md "Read-ahead runs" and "Per-block handover"); 1: a request per block.
+    /// Each block of a run is served, kept and stored as soon as its last byte arrives
+    /// (Client::PartHooks), so a longer run does not delay its first block.
+    unsigned run_blocks = 8;
     unsigned fetch_threads = 8;     ///< background fetches in flight (read-ahead)
     /// Fetched blocks waiting for a store thread (each held in memory: 4 MiB); past it a fetch
     /// stores its block itself (back-pressure bounds the memory to this many blocks).
@@ -54,9 +55,10 @@ struct RemoteOptions {
     /// Fetched blocks kept in memory for readers, context-wide (the last ones fetched; 4 MiB
     /// each; Prefetcher::keep), while and after they are stored. A block is written to the
     /// cache without the page cache (O_DIRECT, BlockCache::stage), so this is what a reader
-    /// behind the read-ahead finds instead of a disk read: at least readahead_blocks + 1 for a
-    /// sequential reader.
-    unsigned kept_blocks = 10;
+    /// behind the read-ahead finds instead of a disk read: at least readahead_blocks +
+    /// run_blocks + 1 for a sequential reader (read-ahead fetches up to a run past its window;
+    /// with 10 against 8 + 4, 40% of a cold read's blocks were read back from the cache files).
+    unsigned kept_blocks = 18;
     /// A sequential reader entering block B has the page-cache pages of cached block
     /// B - drop_lag_blocks dropped (BlockCache::drop_pages; 0: never). The lag covers the FUSE
     /// read-ahead requests still in flight and served out of order (12 of 1 MiB), as
@@ -64,13 +66,13 @@ struct RemoteOptions {
     unsigned drop_lag_blocks = 5;
     /// Block buffers (4 MiB each; BufferPool, remote/store/buffer_pool.hpp) the context keeps
     /// mapped, in use and idle together: a buffer let go is kept for reuse while no more are
-    /// mapped, else unmapped. A sequential reader holds up to about kept_blocks (10) +
-    /// readahead_blocks (8) + the rest of a run (3) + pending_stores (4) + the blocks of
+    /// mapped, else unmapped. A sequential reader holds up to about kept_blocks (18) +
+    /// readahead_blocks (8) + the rest of a run (7) + pending_stores (4) + the blocks of
     /// readers' own fetches in use at once, and the number swings with the fetches in flight;
     /// a pool smaller than the swing unmaps buffers only to fault fresh ones in again (16 with
     /// runs: 1-2 s more system time per 3 GB), a larger one only adds to the daemon's RSS
     /// (bench/README.md "Read-ahead runs").
-    unsigned pooled_buffers = 28;
+    unsigned pooled_buffers = 32;
     /// Idle buffers kept after a quiet period (BufferPool::trim: no read-ahead job for
     /// buffer_trim_after); the others are unmapped, so an idle mount holds little memory.
     unsigned idle_buffers = 2;

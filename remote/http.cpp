@@ -62,7 +62,14 @@ struct HttpClient::Attempt {
     size_t len = 0;
     char* const* parts = nullptr;  // the body's buffers, part_len bytes each
     size_t part_len = 0;
+    size_t part_base = 0;  // the range's first part in the call's numbering
     size_t got = 0;
+    const Client::PartHooks* hooks = nullptr;
+    char* part = nullptr;        // the buffer of the part being written
+    size_t part_index = ~size_t{0};  // which one (of this attempt's range)
+    Taking* taking = nullptr;    // hooks->take (parts handed over as they complete)
+    size_t handed = 0;           // parts of this attempt's range taken
+    bool taking_stopped = false;  // one was refused: no more offers for this answer
     bool head_only = false;
     std::string* page = nullptr;  // a whole page is asked for
     bool checked = false;     // status and Content-Range of the answer looked at
@@ -239,11 +246,60 @@ struct HttpClient::Attempt {
         for (size_t k = 0; k < bytes;) {
             const size_t in = a->got % a->part_len;
             const size_t take = std::min(bytes - k, a->part_len - in);
-            std::memcpy(a->parts[a->got / a->part_len] + in, data + k, take);
+            if (a->got / a->part_len != a->part_index && !a->next_part()) return 0;
+            std::memcpy(a->part + in, data + k, take);
             a->got += take;
             k += take;
+            if (a->taking && !a->taking_stopped) a->offer_parts();
         }
         return bytes;
+    }
+
+    /// Finds the buffer of the part `got` is in (the given one, or hooks->buffer's); false
+    /// (refused, ENOMEM) when there is none.
+    bool next_part() noexcept {
+        part_index = got / part_len;
+        const size_t i = part_base + part_index;
+        part = parts ? parts[i] : nullptr;
+        try {  // never an exception through libcurl's frames
+            if (!part && hooks && hooks->buffer) part = hooks->buffer(i);
+        } catch (...) {
+            part = nullptr;
+        }
+        if (part) return true;
+        refused = "out of memory";  // short: kept without allocating
+        refused_errno = ENOMEM;
+        return false;
+    }
+
+    /// The version a 206's headers name (ObjectInfo::validator's rule; no mtime).
+    ObjectInfo answer_info() const {
+        ObjectInfo info;
+        info.size = total;
+        info.validator = !etag.empty() ? etag : "lm:" + last_modified + ":" + std::to_string(total);
+        return info;
+    }
+
+    /// Offers the taker every part whose last byte has arrived and that it was not offered.
+    void offer_parts() noexcept {
+        const uint64_t want = std::min<uint64_t>(len, total - offset);  // check() saw offset < total
+        while (!taking_stopped && handed * part_len < want &&
+               got >= std::min<uint64_t>((handed + 1) * part_len, want)) {
+            bool took = false;
+            try {  // never an exception through libcurl's frames
+                ObjectInfo info = answer_info();
+                took = taking->hooks->take(taking->taken, info);
+                if (took) taking->info = std::move(info);
+            } catch (...) {
+                took = false;
+            }
+            if (!took) {
+                taking_stopped = true;
+                return;
+            }
+            ++handed;
+            ++taking->taken;
+        }
     }
 };
 
@@ -281,6 +337,9 @@ struct curl_slist* HttpClient::setup(void* handle, Attempt& a, const Request& re
     a.len = ask.len;
     a.parts = ask.parts;
     a.part_len = ask.part_len;
+    a.part_base = ask.part_base;
+    a.hooks = ask.taking ? ask.taking->hooks : nullptr;
+    a.taking = ask.taking && ask.taking->hooks->take ? ask.taking : nullptr;
     a.head_only = ask.head_only;
     a.page = ask.page;
     if (a.page) a.page->clear();
@@ -576,19 +635,42 @@ ObjectInfo HttpClient::perform(const std::string& url, const Ask& ask, Clock::ti
     auto limited_delay = std::chrono::milliseconds(1000);  // a 429 that does not say how long
     const bool whole_retried = options_.retry_whole_answers && !ask.page && !ask.head_only;
     unsigned whole_answers = 0;
+    // The parts a taker took are never asked for (nor written) again: each attempt asks for
+    // what follows them.
+    Taking* taking = ask.taking && ask.taking->hooks->take && ask.part_len ? ask.taking : nullptr;
+    auto all_taken = [&] {
+        return taking && taking->taken > 0 &&
+               uint64_t{taking->taken} * ask.part_len >= std::min<uint64_t>(ask.len, taking->info.size - ask.offset);
+    };
+    auto finish_taken = [&] {
+        *ask.got = static_cast<size_t>(std::min<uint64_t>(ask.len, taking->info.size - ask.offset));
+        return taking->info;
+    };
     for (unsigned attempt = 1;;) {
         wait_for_origin(url, patience_end);
         if (whole_retried) wait_while_filling(url, deadline);
+        Ask rest = ask;
+        size_t rest_got = 0;
+        const size_t skip = taking ? taking->taken * ask.part_len : 0;
+        if (taking) {
+            rest.offset += skip;
+            rest.len -= skip;
+            rest.part_base = taking->taken;
+            rest.got = &rest_got;
+        }
         void* h = acquire();
         RateLimitHint hint;
         std::string answered_by;
         try {
-            ObjectInfo info = once(h, url, ask, deadline, &hint, &answered_by);
+            ObjectInfo info = once(h, url, rest, deadline, &hint, &answered_by);
             release(h);
             if (whole_retried) note_filling(url, false);
+            if (taking) *ask.got = skip + rest_got;
             return info;
         } catch (const HttpError& e) {
             release(h);
+            // Cut after the range's last byte arrived (and was taken): nothing to ask again.
+            if (all_taken()) return finish_taken();
             const bool whole = whole_retried && e.status() == 200 && std::strstr(e.what(), kRangeIgnored) != nullptr;
             const auto whole_wait = whole_retried ? note_filling(url, whole) : std::chrono::milliseconds(0);
             // A refused token may have been rotated, expired credentials refreshed: re-read them
@@ -707,9 +789,14 @@ ObjectInfo HttpClient::get_range(const std::string& url, uint64_t offset, size_t
 
 ObjectInfo HttpClient::get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
                                        size_t part_len, size_t* got, std::string* final_url,
-                                       Clock::time_point deadline) {
+                                       Clock::time_point deadline, const PartHooks* hooks) {
     if (part_len == 0) throw HttpError(url_for_message(url) + ": a ranged GET into parts of 0 bytes", EINVAL, 0, false);
+    if (!parts && !(hooks && hooks->buffer))
+        throw HttpError(url_for_message(url) + ": a ranged GET into parts without buffers", EINVAL, 0, false);
+    Taking taking;
+    taking.hooks = hooks;
     Ask ask;
+    ask.taking = hooks ? &taking : nullptr;
     ask.final_url = final_url;
     ask.offset = offset;
     ask.len = len;

@@ -98,7 +98,7 @@ public:
     /// Client::get_range_parts: get_range, its body copied into the parts as it arrives.
     ObjectInfo get_range_parts(const std::string& url, uint64_t offset, size_t len, char* const* parts,
                                size_t part_len, size_t* got, std::string* final_url = nullptr,
-                               Clock::time_point deadline = {}) override;
+                               Clock::time_point deadline = {}, const PartHooks* hooks = nullptr) override;
     /// Client::head. Retries and throws like get_range.
     ObjectInfo head(const std::string& url) override;
     /// Client::get_page. Retries and throws like get_range (also for a larger body, or a status
@@ -114,6 +114,13 @@ public:
 
 private:
     struct Attempt;
+    /// The parts of one get_range_parts call its hooks took: parts [0, taken) are done, and
+    /// `info` is the answer that brought the last of them.
+    struct Taking {
+        const PartHooks* hooks = nullptr;
+        size_t taken = 0;
+        ObjectInfo info;
+    };
     void* acquire();
     void release(void* handle);
     /// What one request asks: a byte range (page == nullptr, !head_only), HEAD, or a whole
@@ -123,12 +130,15 @@ private:
         size_t len = 0;
         char* const* parts = nullptr;  ///< where the body goes: part_len bytes per part
         size_t part_len = 0;
+        size_t part_base = 0;  ///< the range starts at part part_base of the call (after taken ones)
         size_t* got = nullptr;
         bool head_only = false;
         std::string* page = nullptr;
         std::string* content_type = nullptr;
         std::string* final_url = nullptr;
         std::string* link = nullptr;
+        /// get_range_parts' hooks, and what they took (over the attempts of one call).
+        Taking* taking = nullptr;
     };
     ObjectInfo perform(const std::string& url, const Ask& ask, Clock::time_point deadline);
     /// One attempt: the request and its redirect follow-ups.

@@ -98,7 +98,8 @@ void SourceBlocks::drop_cached() const noexcept {
     for (uint64_t b = 0; b < block_count(); ++b) store_.cache().remove(key_, b);
 }
 
-ObjectInfo SourceBlocks::get_blocks(uint64_t offset, size_t len, char* const* parts, size_t* got) const {
+ObjectInfo SourceBlocks::get_blocks(uint64_t offset, size_t len, size_t* got, const Client::PartHooks& hooks,
+                                    const size_t& taken) const {
     std::string location;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -114,18 +115,33 @@ ObjectInfo SourceBlocks::get_blocks(uint64_t offset, size_t len, char* const* pa
     // One bound for both tries (Client::request_deadline).
     const auto deadline = Client::Clock::now() + client_.request_deadline(len);
     std::string answered;
+    // The blocks taken as they arrived are never asked for again: a try asks for the rest.
+    auto rest = [&](const std::string& from) {
+        const size_t skip = taken * BlockCache::kBlockSize;
+        if (skip >= len) {  // every block came (a failure after the last byte)
+            *got = len;
+            return info_;
+        }
+        size_t rest_got = 0;
+        const size_t first = taken;  // the hooks count from the fetch's first block
+        Client::PartHooks shifted;
+        shifted.buffer = [&hooks, first](size_t i) { return hooks.buffer(first + i); };
+        shifted.take = [&hooks, first](size_t i, const ObjectInfo& a) { return hooks.take(first + i, a); };
+        ObjectInfo info = client_.get_range_parts(from, offset + skip, len - skip, nullptr, BlockCache::kBlockSize,
+                                                  &rest_got, &answered, deadline, &shifted);
+        *got = skip + rest_got;
+        return info;
+    };
     if (!location.empty() && location != url_) {
         try {
-            return client_.get_range_parts(location, offset, len, parts, BlockCache::kBlockSize, got, &answered,
-                                           deadline);
+            return rest(location);
         } catch (const HttpError& e) {
             // An expired signed URL, a CDN node gone: resolve again through the given URL.
             spdlog::debug("{} (through its last redirect target); resolving {} again", e.what(),
                           gguf::quote_name(name_));
         }
     }
-    ObjectInfo info =
-        client_.get_range_parts(url_, offset, len, parts, BlockCache::kBlockSize, got, &answered, deadline);
+    ObjectInfo info = rest(url_);
     std::lock_guard<std::mutex> lock(mutex_);
     location_ = answered;
     location_expires_ = answered == url_ ? 0 : signed_url_expiry(answered);
@@ -199,6 +215,58 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
     int rc = 0;
     std::vector<std::shared_ptr<char[]>> bufs;
     size_t got = 0;  // == len (get_range throws on a short answer)
+    // Blocks [block, block + taken) are published: each as its last byte arrived, in an answer
+    // of the version opened (a reader waiting for one goes on while the rest of the run comes).
+    size_t taken = 0;
+    auto other_version = [&](const ObjectInfo& info) {
+        return (!size_only_ && info.validator != info_.validator) || info.size != info_.size;
+    };
+    auto publish_locked = [&](size_t i) {  // under mutex_; may throw std::bad_alloc
+        fresh_[block + i] = bufs[i];
+        failed_.erase(block + i);
+        fetching_.erase(block + i);
+    };
+    // A block's buffer is taken from the pool when its first byte arrives: a run in flight
+    // holds the buffers of the blocks it brought, not of all it asked for.
+    Client::PartHooks hooks;
+    hooks.buffer = [&](size_t i) {
+        if (!bufs.at(i)) bufs[i] = prefetcher_.buffer();
+        return bufs[i].get();
+    };
+    // A published block goes to the store (staged and committed off the read path) and among
+    // the kept ones, where readers behind the read-ahead find it meanwhile; the run lets go of
+    // its buffer then, so a long run holds only the blocks still on their way. Inside the
+    // transfer (`may_block` false) only a store thread may take it (BlockStore::try_put): a
+    // store staged on this thread would hold up the rest of the run, so that block is settled
+    // after the transfer instead.
+    std::shared_ptr<const char[]> first;  // the first block's bytes, for *bytes
+    auto settle = [&](size_t i, bool may_block) noexcept {
+        if (i == 0) first = bufs[0];
+        if (reading_.store_blocks) {
+            const auto n = static_cast<size_t>(block_length(block + i));
+            if (may_block) {
+                store_.put(key_, name_, block + i, bufs[i], n);
+            } else if (!store_.try_put(key_, name_, block + i, bufs[i], n)) {
+                return;  // bufs[i] kept: settled after the transfer
+            }
+            prefetcher_.keep(key_, block + i, bufs[i]);
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = fresh_.find(block + i);
+            if (it != fresh_.end() && it->second == bufs[i]) fresh_.erase(it);
+        }  // else it stays in fresh_ until a reader read it to its end
+        bufs[i].reset();
+    };
+    hooks.take = [&](size_t i, const ObjectInfo& answer) {
+        if (i != taken || !bufs.at(i) || other_version(answer)) return false;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            publish_locked(i);
+        }
+        ++taken;
+        cv_.notify_all();
+        settle(i, false);
+        return true;
+    };
     const auto t0 = std::chrono::steady_clock::now();
     if (reading_.offline) {
         if (!offline_logged_.exchange(true)) {
@@ -208,27 +276,20 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
         rc = -EIO;
     } else {
         try {
-            std::vector<char*> parts;
-            for (size_t i = 0; i < count; ++i) {
-                bufs.push_back(prefetcher_.buffer());
-                parts.push_back(bufs.back().get());
-            }
-            ObjectInfo info = get_blocks(offset, len, parts.data(), &got);
+            bufs.resize(count);
+            ObjectInfo info = get_blocks(offset, len, &got, hooks, taken);
             bytes_fetched_ += got;
-            auto other_version = [&] {
-                return (!size_only_ && info.validator != info_.validator) || info.size != info_.size;
-            };
-            if (other_version()) {
+            if (other_version(info)) {
                 // One answer of another version: a real change, or one backend of several that
                 // disagree (a load balancer). Never served; asked once more, resolving anew.
                 {
                     std::lock_guard<std::mutex> lock(mutex_);
                     location_.clear();
                 }
-                info = get_blocks(offset, len, parts.data(), &got);
+                info = get_blocks(offset, len, &got, hooks, taken);
                 bytes_fetched_ += got;
             }
-            if (other_version()) {
+            if (other_version(info)) {
                 if (!other_version_logged_.exchange(true)) {
                     spdlog::warn(
                         "{}: the server answered another version (validator {} -> {}, size {} -> {}): changed "
@@ -242,10 +303,10 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
         } catch (const HttpError& e) {
             // A reader's own fetch says it; read-ahead failing for the same cause (the server
             // gone) would repeat it for every block of the window.
-            if (bytes) {
+            if (bytes && taken == 0) {
                 spdlog::warn("{}", e.what());
             } else {
-                spdlog::debug("{} (read-ahead)", e.what());
+                spdlog::debug("{} ({})", e.what(), bytes ? "the rest of a run" : "read-ahead");
             }
             rc = -EIO;
         } catch (...) {
@@ -253,15 +314,16 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
         }
     }
     // Readers take the bytes from memory at once: fresh_ holds them until the store has them.
+    // The blocks not taken as they came: all of them on success, none on failure.
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        for (size_t i = 0; i < count; ++i) {
+        for (size_t i = taken; i < count; ++i) {
             try {
                 if (rc != 0) {
                     failed_[block + i] = {serials[i], rc};
                 } else {
-                    failed_.erase(block + i);
-                    fresh_[block + i] = bufs[i];
+                    publish_locked(i);
+                    continue;
                 }
             } catch (...) {
             }
@@ -269,23 +331,16 @@ int SourceBlocks::fetch(uint64_t block, std::shared_ptr<const char[]>* bytes, un
         }
     }
     cv_.notify_all();
-    if (rc != 0) return rc;
-    if (bytes) *bytes = bufs[0];
+    const size_t published = rc == 0 ? count : taken;
+    if (published == 0) return rc;
+    for (size_t i = 0; i < published; ++i) {
+        if (bufs[i]) settle(i, true);  // not taken during the transfer, or not stored then
+    }
+    if (bytes) *bytes = std::move(first);
     spdlog::debug("{}: blocks {}-{} ({} bytes) fetched in {} ms{}", gguf::quote_name(name_), block,
-                  block + count - 1, got,
+                  block + published - 1, rc == 0 ? got : published * BlockCache::kBlockSize,
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
                   bytes ? "" : " (read-ahead)");
-    if (!reading_.store_blocks) return 0;  // stays in fresh_ until read to its end
-    // The cache gets the bytes off the read path (stage and commit threads of the store), and
-    // readers behind the read-ahead find them kept in memory meanwhile.
-    for (size_t i = 0; i < count; ++i) {
-        const size_t n = static_cast<size_t>(block_length(block + i));
-        prefetcher_.keep(key_, block + i, bufs[i]);
-        store_.put(key_, name_, block + i, bufs[i], n);
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto it = fresh_.find(block + i);
-        if (it != fresh_.end() && it->second == bufs[i]) fresh_.erase(it);
-    }
     return 0;
 }
 

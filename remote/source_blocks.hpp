@@ -28,7 +28,7 @@ struct BlockReading {
     unsigned drop_lag_blocks = 5;   ///< cached blocks this far behind a reader leave the page cache
     /// Missing blocks read-ahead, or a read of more than a block, asks for in one ranged GET (a
     /// run; 1: one request per block).
-    unsigned run_blocks = 4;
+    unsigned run_blocks = 8;
 };
 
 /// One version of a remote object in BlockCache::kBlockSize blocks: cached blocks are read from
@@ -87,8 +87,11 @@ public:
 
 private:
     /// get_range_parts (parts of BlockCache::kBlockSize bytes) through the last resolved
-    /// location, falling back to url_ (see the class note).
-    ObjectInfo get_blocks(uint64_t offset, size_t len, char* const* parts, size_t* got) const;
+    /// location, falling back to url_ (see the class note): the blocks' buffers and their
+    /// handing over as they come are `hooks`' (numbered from the block at `offset`); every try
+    /// asks only for the blocks after the first `taken` (those `hooks` took).
+    ObjectInfo get_blocks(uint64_t offset, size_t len, size_t* got, const Client::PartHooks& hooks,
+                          const size_t& taken) const;
     /// Makes block `block` available: fetched by this call, or by another thread (waited for),
     /// or already held by the store; 0 or -errno. `*bytes` (if given) receives the block's
     /// bytes when they are in memory; null when it is to be read from the store. With `run` >

@@ -49,6 +49,27 @@ void BlockStore::put(const std::string& key, const std::string& name, uint64_t b
     stage(key, name, block, bytes, len);
 }
 
+bool BlockStore::try_put(const std::string& key, const std::string& name, uint64_t block,
+                         const std::shared_ptr<const char[]>& bytes, size_t len) noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(blocks_mutex_);
+        pending_[Id(key, block)] = bytes;  // before the job runs: its stage() erases it
+    } catch (...) {
+        return false;
+    }
+    try {
+        if (store_later([this, key, name, block, bytes, len] { stage(key, name, block, bytes, len); })) return true;
+    } catch (...) {
+    }
+    try {
+        std::lock_guard<std::mutex> lock(blocks_mutex_);
+        auto it = pending_.find(Id(key, block));
+        if (it != pending_.end() && it->second == bytes) pending_.erase(it);
+    } catch (...) {
+    }
+    return false;
+}
+
 void BlockStore::stage(const std::string& key, const std::string& name, uint64_t block,
                        const std::shared_ptr<const char[]>& bytes, size_t len) noexcept {
     std::string tmp;

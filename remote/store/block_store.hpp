@@ -63,6 +63,12 @@ public:
     /// later. Never throws.
     void put(const std::string& key, const std::string& name, uint64_t block, std::shared_ptr<const char[]> bytes,
              size_t len) noexcept;
+    /// put() that never stages on the caller (for a caller that must not block: a transfer's
+    /// callback, Client::PartHooks): true when a store thread took the block; false, with
+    /// nothing done, when pending_stores are queued or no thread can take it (put() it later).
+    /// Never throws.
+    bool try_put(const std::string& key, const std::string& name, uint64_t block,
+                 const std::shared_ptr<const char[]>& bytes, size_t len) noexcept;
     /// The bytes of a block put() and not yet staged, else null. Never throws.
     std::shared_ptr<const char[]> pending(const std::string& key, uint64_t block) const noexcept;
     /// True while a block put() is not in its final file yet (pending or staged). Never throws.

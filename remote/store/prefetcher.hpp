@@ -23,8 +23,8 @@ namespace gguf_mount::remote {
 /// Prefetcher settings (RemoteOptions; aggregate-initialized in field order, remote/context.cpp).
 struct PrefetchOptions {
     unsigned threads = 8;      ///< read-ahead workers (started on the first job)
-    unsigned kept_blocks = 10; ///< fetched blocks kept in memory, context-wide (the last ones kept)
-    unsigned pooled_buffers = 28;  ///< BufferPool: mapped buffers kept for reuse (RemoteOptions)
+    unsigned kept_blocks = 18; ///< fetched blocks kept in memory, context-wide (the last ones kept)
+    unsigned pooled_buffers = 32;  ///< BufferPool: mapped buffers kept for reuse (RemoteOptions)
     unsigned idle_buffers = 2;     ///< BufferPool: idle buffers left by a trim
     /// A worker that found no job for this long trims the pool (the reader is done or paused).
     std::chrono::milliseconds trim_after{5000};

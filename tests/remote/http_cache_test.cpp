@@ -155,10 +155,12 @@ TEST_F(HttpClientTest, NotFoundIsOneLineWithoutTheQuery) {
 class RemoteSourceStoreTest : public HttpClientTest {
 protected:
     std::shared_ptr<RemoteContext> context(uint64_t max_bytes, unsigned commit_threads = 2,
-                                           unsigned kept_blocks = RemoteOptions{}.kept_blocks) {
+                                           unsigned kept_blocks = RemoteOptions{}.kept_blocks,
+                                           unsigned run_blocks = RemoteOptions{}.run_blocks) {
         RemoteOptions o;
         o.commit_threads = commit_threads;
         o.kept_blocks = kept_blocks;
+        o.run_blocks = run_blocks;
         o.http = quick();
         o.cache_dir = cache_.path();
         o.cache_max_bytes = max_bytes;
@@ -285,7 +287,7 @@ TEST_F(RemoteSourceStoreTest, AReadOfSeveralBlocksFetchesThemInRunsOfRunBlocks) 
     const uint64_t B = BlockCache::kBlockSize;
     const std::string seven = random_bytes(6 * B + 1000, 12);  // blocks 0-6
     gguf_test::write_file(root_ / "seven.bin", seven);
-    auto ctx = context(0);  // no read-ahead: only the reads' own fetches
+    auto ctx = context(0, 2, RemoteOptions{}.kept_blocks, 4);  // no read-ahead: the reads' own fetches
     const size_t before = server_->access_log().size();
     auto src = RemoteSource::open(ctx, server_->base_url() + "/seven.bin");  // block 0
     std::string all(seven.size(), '\0');
@@ -725,6 +727,155 @@ TEST_F(FaultClientTest, StallIsCutAfterTheTimeout) {
     EXPECT_THROW(http.get_range(server_->base_url() + "/m.bin", 0, buf.size(), buf.data(), &got), HttpError);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     server_->set_rules(nlohmann::json::array());
+}
+
+/// get_range_parts with PartHooks: each part's buffer is asked for when its first byte comes
+/// (not before the previous part is handed over), each part is handed over in order as its
+/// last byte comes, and an answer cut in the middle is asked again for the bytes after the
+/// parts taken only; a part refused stops the offers, not the transfer.
+TEST_F(FaultClientTest, PartsAreHandedOverAsTheyArriveAndARetryAsksOnlyForTheRest) {
+    using gguf_mount::remote::Client;
+    using gguf_mount::remote::ObjectInfo;
+    HttpClient http(quick());
+    const size_t part = 30000;  // parts 0-2 whole, part 3 10000 bytes
+    std::vector<std::string> bufs(4);
+    std::vector<std::string> events;
+    size_t refuse = 99;  // the part take() refuses
+    Client::PartHooks hooks;
+    hooks.buffer = [&](size_t i) {
+        events.push_back("buffer " + std::to_string(i));
+        if (bufs.at(i).empty()) bufs[i].assign(part, '#');
+        return &bufs[i][0];
+    };
+    hooks.take = [&](size_t i, const ObjectInfo& answer) {
+        events.push_back("take " + std::to_string(i));
+        EXPECT_EQ(answer.size, content_.size());
+        return i != refuse;
+    };
+    // The first answer is cut after 65000 bytes: parts 0 and 1 came whole, 5000 bytes of part 2.
+    server_->set_rules(nlohmann::json::array({{{"fault", "drop"}, {"after_bytes", 65000}, {"times", 1}}}));
+    size_t got = 0;
+    auto info = http.get_range_parts(server_->base_url() + "/m.bin", 0, content_.size(), nullptr, part, &got,
+                                     nullptr, {}, &hooks);
+    EXPECT_EQ(got, content_.size());
+    EXPECT_EQ(info.size, content_.size());
+    for (size_t i = 0; i < 4; ++i) {
+        const size_t n = std::min(part, content_.size() - i * part);
+        EXPECT_TRUE(bufs[i].substr(0, n) == content_.substr(i * part, n)) << "part " << i;
+    }
+    EXPECT_EQ(events, (std::vector<std::string>{"buffer 0", "take 0", "buffer 1", "take 1", "buffer 2", "buffer 2",
+                                                "take 2", "buffer 3", "take 3"}));
+    const auto log = server_->wait_access_log(2);
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_EQ(log[0].range, "bytes=0-99999");
+    EXPECT_EQ(log[1].range, "bytes=60000-99999") << "the retry asked again for parts already taken";
+
+    // take() refusing part 1: no more offers, every byte still written, one request.
+    server_->set_rules(nlohmann::json::array());
+    server_->clear_access_log();
+    bufs.assign(4, std::string());
+    events.clear();
+    refuse = 1;
+    got = 0;
+    http.get_range_parts(server_->base_url() + "/m.bin", 0, content_.size(), nullptr, part, &got, nullptr, {},
+                         &hooks);
+    EXPECT_EQ(got, content_.size());
+    EXPECT_TRUE(bufs[3].substr(0, 10000) == content_.substr(3 * part));
+    EXPECT_EQ(events, (std::vector<std::string>{"buffer 0", "take 0", "buffer 1", "take 1", "buffer 2", "buffer 3"}));
+    EXPECT_EQ(server_->wait_access_log(1).size(), 1u);
+    // Neither parts nor a buffer hook: refused before any request.
+    Client::PartHooks no_buffer;
+    EXPECT_THROW(http.get_range_parts(server_->base_url() + "/m.bin", 0, 100, nullptr, part, &got, nullptr, {},
+                                      &no_buffer),
+                 HttpError);
+}
+
+/// A block of a read-ahead run is served as soon as its bytes arrive: a reader that reaches the
+/// first block of a run does not wait for the rest of the run, still on its way (here stalled
+/// on the server for 3 s after that block), and every byte read is the file's.
+TEST(SourceBlocksRuns, AReaderGetsABlockOfARunWhileTheRestOfTheRunIsOnItsWay) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    const uint64_t B = BlockCache::kBlockSize;
+    gguf_test::TempDir root, cache;
+    const std::string bytes = random_bytes(6 * B, 21);
+    gguf_test::write_file(root / "f.bin", bytes);
+    FaultServer server(root.path());
+    ASSERT_TRUE(server.start(&why)) << why;
+    // The run's GET (from block 2 on) stalls 3 s once its first block and 1000 bytes are sent.
+    server.set_rules(nlohmann::json::array({{{"fault", "stall"},
+                                             {"seconds", 3},
+                                             {"after_bytes", B + 1000},
+                                             {"range_from", 2 * B},
+                                             {"times", 1}}}));
+    RemoteOptions o;
+    o.http = quick();
+    o.http.net_timeout = std::chrono::seconds(10);
+    o.cache_dir = cache.path();
+    o.readahead_blocks = 2;
+    o.run_blocks = 4;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    auto src = RemoteSource::open(ctx, server.base_url() + "/f.bin");  // block 0
+    std::string got(4096, '\0');
+    ASSERT_EQ(src->pread(&got[0], got.size(), 0), 4096);
+    ASSERT_EQ(src->pread(&got[0], got.size(), B), 4096);  // into block 1: read-ahead asks for 2-5
+    EXPECT_EQ(got, bytes.substr(B, 4096));
+    server.wait_access_log(2);  // block 0 at open, block 1's own fetch (the run is logged when it ends)
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string two(B, '\0');
+    ASSERT_EQ(src->pread(&two[0], two.size(), 2 * B), static_cast<ssize_t>(B));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(two == bytes.substr(2 * B, B));
+    EXPECT_LT(waited, std::chrono::milliseconds(2000)) << "the reader waited for the rest of the run";
+    std::string rest(3 * B, '\0');
+    ASSERT_EQ(src->pread(&rest[0], rest.size(), 3 * B), static_cast<ssize_t>(rest.size()));
+    EXPECT_TRUE(rest == bytes.substr(3 * B)) << "the bytes after the stall differ from the file's";
+    src.reset();
+    ctx.reset();
+    std::vector<std::string> ranges;
+    for (const auto& e : server.access_log()) ranges.push_back(e.range);
+    EXPECT_NE(std::find(ranges.begin(), ranges.end(),
+                        "bytes=" + std::to_string(2 * B) + "-" + std::to_string(6 * B - 1)),
+              ranges.end())
+        << "no run of blocks 2-5 in one GET";
+}
+
+/// A run cut in the middle is asked again for the blocks that did not come only; the blocks
+/// that came are served and cached, and every byte read is the file's.
+TEST(SourceBlocksRuns, ARunCutInTheMiddleIsAskedAgainForTheBlocksThatDidNotCome) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    const uint64_t B = BlockCache::kBlockSize;
+    gguf_test::TempDir root, cache;
+    const std::string bytes = random_bytes(5 * B + 777, 22);
+    gguf_test::write_file(root / "f.bin", bytes);
+    FaultServer server(root.path());
+    ASSERT_TRUE(server.start(&why)) << why;
+    // The first run (blocks 1-4) is cut after two blocks and 1000 bytes.
+    server.set_rules(nlohmann::json::array(
+        {{{"fault", "drop"}, {"after_bytes", 2 * B + 1000}, {"range_from", B}, {"times", 1}}}));
+    RemoteOptions o;
+    o.http = quick();
+    o.cache_dir = cache.path();
+    o.readahead_blocks = 0;
+    o.run_blocks = 4;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    auto src = RemoteSource::open(ctx, server.base_url() + "/f.bin");  // block 0
+    std::string all(bytes.size(), '\0');
+    ASSERT_EQ(src->pread(&all[0], all.size(), 0), static_cast<ssize_t>(all.size()));  // runs 1-4, 5
+    EXPECT_TRUE(all == bytes) << "the bytes read differ from the file's";
+    std::vector<std::string> ranges;
+    for (const auto& e : server.wait_access_log(4)) ranges.push_back(e.range);
+    auto range = [&](uint64_t first, uint64_t last_block) {
+        return "bytes=" + std::to_string(first * B) + "-" +
+               std::to_string(std::min<uint64_t>((last_block + 1) * B, bytes.size()) - 1);
+    };
+    EXPECT_EQ(ranges, (std::vector<std::string>{range(0, 0), range(1, 4), range(3, 4), range(5, 5)}));
+    const std::string key = BlockCache::object_key(server.base_url() + "/f.bin", src->validator());
+    src.reset();
+    ctx.reset();  // every store written
+    BlockCache blocks(cache.path(), 0);
+    for (uint64_t b = 0; b < 5; ++b) EXPECT_TRUE(blocks.has(key, b, B)) << "block " << b << " not cached";
 }
 
 TEST(BlockCache, CreatesAPrivateDirectoryAndReadsBackStoredBlocks) {
