@@ -38,9 +38,11 @@ struct BlockReading {
 /// concurrent reads of one block wait for a single fetch), and a sequential reader has the next readahead_blocks blocks (and the
 /// rest of the run the last of them starts) fetched, or, cached, loaded into the page cache,
 /// by the prefetcher.
-/// A fetched block is served from memory at once, kept by the prefetcher among the context's
-/// last kept_blocks blocks, and put() into the block store (staged and committed off the read
-/// path); readers find it in memory while it is kept or being staged, then in the cache.
+/// A fetched block (each block of a run as soon as its last byte arrives; a run cut short is
+/// asked again for the blocks that did not come) is served from memory at once, kept by the
+/// prefetcher among the context's last kept_blocks blocks, and put() into the block store
+/// (staged and committed off the read path); readers find it in memory while it is kept or
+/// being staged, then in the cache.
 /// Every fetched answer is checked against the version opened (validator and size; size only
 /// with `size_only`): an answer of another version is asked once more, then that read fails
 /// with EIO; no byte of another version is ever served.
