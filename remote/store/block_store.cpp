@@ -35,33 +35,29 @@ void BlockStore::stop() noexcept {
     for (auto& t : commits) t.join();  // they run the queued commits first
 }
 
-void BlockStore::put(const std::string& key, const std::string& name, uint64_t block,
-                     std::shared_ptr<const char[]> bytes, size_t len) noexcept {
-    try {
-        std::lock_guard<std::mutex> lock(blocks_mutex_);
-        pending_[Id(key, block)] = bytes;
-    } catch (...) {
-    }
-    try {
-        if (store_later([this, key, name, block, bytes, len] { stage(key, name, block, bytes, len); })) return;
-    } catch (...) {
-    }
-    stage(key, name, block, bytes, len);
-}
-
-bool BlockStore::try_put(const std::string& key, const std::string& name, uint64_t block,
-                         const std::shared_ptr<const char[]>& bytes, size_t len) noexcept {
+bool BlockStore::queue_store(const std::string& key, const std::string& name, uint64_t block,
+                             const std::shared_ptr<const char[]>& bytes, size_t len) noexcept {
     try {
         std::lock_guard<std::mutex> lock(blocks_mutex_);
         pending_[Id(key, block)] = bytes;  // before the job runs: its stage() erases it
     } catch (...) {
+    }
+    try {
+        return store_later([this, key, name, block, bytes, len] { stage(key, name, block, bytes, len); });
+    } catch (...) {
         return false;
     }
-    try {
-        if (store_later([this, key, name, block, bytes, len] { stage(key, name, block, bytes, len); })) return true;
-    } catch (...) {
-    }
-    try {
+}
+
+void BlockStore::put(const std::string& key, const std::string& name, uint64_t block,
+                     std::shared_ptr<const char[]> bytes, size_t len) noexcept {
+    if (!queue_store(key, name, block, bytes, len)) stage(key, name, block, bytes, len);
+}
+
+bool BlockStore::try_put(const std::string& key, const std::string& name, uint64_t block,
+                         const std::shared_ptr<const char[]>& bytes, size_t len) noexcept {
+    if (queue_store(key, name, block, bytes, len)) return true;
+    try {  // not queued: nothing done (the caller puts it later)
         std::lock_guard<std::mutex> lock(blocks_mutex_);
         auto it = pending_.find(Id(key, block));
         if (it != pending_.end() && it->second == bytes) pending_.erase(it);

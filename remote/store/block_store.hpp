@@ -100,6 +100,10 @@ public:
     bool on_own_thread() const noexcept;
 
 private:
+    /// Lists the block as pending() and queues its stage for a store thread (store_later);
+    /// false when not queued (the block stays listed as pending). Never throws.
+    bool queue_store(const std::string& key, const std::string& name, uint64_t block,
+                     const std::shared_ptr<const char[]>& bytes, size_t len) noexcept;
     using Id = std::pair<std::string, uint64_t>;  // (object key, block)
     void stage(const std::string& key, const std::string& name, uint64_t block,
                const std::shared_ptr<const char[]>& bytes, size_t len) noexcept;
