@@ -232,11 +232,14 @@ int read_until_error(const std::string& path, uint64_t* good) {
     if (fd.fd < 0) return errno;
     std::string buf(1 << 20, '\0');
     *good = 0;
-    for (off_t at = 0;; at += static_cast<off_t>(buf.size())) {
+    // A short read (the kernel copies the pages before a failed one) goes on at the first byte
+    // not read, so the failed page is asked for again and answers its error.
+    for (off_t at = 0;;) {
         const ssize_t n = ::pread(fd.fd, buf.data(), buf.size(), at);
         if (n < 0) return errno;
         if (n == 0) return 0;
         *good += static_cast<uint64_t>(n);
+        at += static_cast<off_t>(n);
     }
 }
 

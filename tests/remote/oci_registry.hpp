@@ -113,8 +113,9 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 /// A dense model in 3 shards of 6 MiB (two cache blocks each) under DIR/dense; *want gets the
 /// sha256 of its local merge (gguf-mount merge). Fails the current test on errors.
 std::vector<std::string> dense_shards(const std::string& dir, std::string* want);
-/// Reads `path` in 1 MiB preads from its start until its end or an error: the errno of the
-/// error (0 at the end); *good gets the bytes read before it.
+/// Reads `path` in 1 MiB preads from its start until its end or an error, each read at the
+/// byte after the last one read (a short read is not a skip): the errno of the error (0 at
+/// the end); *good gets the bytes read before it.
 int read_until_error(const std::string& path, uint64_t* good);
 /// Runs `argv` (a gguf-mount command without -f, mounting on `mnt`: it daemonizes), then
 /// sha256sum of MNT/FILE in a process of its own bounded by 120 s (a hung read fails the test,
