@@ -101,10 +101,10 @@ int SequentialCheck::hash_gap(uint64_t end) const noexcept {
     return 0;
 }
 
-ssize_t SequentialCheck::after_read(const void* data, uint64_t offset, size_t n) const noexcept {
+ssize_t SequentialCheck::after_read(const void* data, uint64_t offset, size_t n, const SharedSpans* shared) const noexcept {
     if (t_hashing_gap) return static_cast<ssize_t>(n);
     if (settled_.load()) return failed_ ? -EIO : static_cast<ssize_t>(n);
-    return whole_ ? after_read_whole(data, offset, n) : after_read_in_order(data, offset, n);
+    return whole_ ? after_read_whole(data, offset, n) : after_read_in_order(data, offset, n, shared);
 }
 
 ssize_t SequentialCheck::after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept {
@@ -151,12 +151,13 @@ bool SequentialCheck::hand_on(std::unique_lock<std::mutex>& lock) const noexcept
 }
 
 int SequentialCheck::hash_front(std::unique_lock<std::mutex>& lock, char* buf) const {
-    if (std::unique_ptr<char[]> bytes = std::move(queue_.front().bytes)) {  // a copy of a reader's bytes
-        const uint64_t len = queue_.front().len;
+    if (queue_.front().has_bytes()) {  // a copy of a reader's bytes, or held in the source's buffer
+        Piece piece = std::move(queue_.front());
         queue_.pop_front();
+        const uint64_t len = piece.len;
         lock.unlock();
-        hash_.update(bytes.get(), static_cast<size_t>(len));
-        bytes.reset();
+        hash_.update(piece.data(), static_cast<size_t>(len));
+        piece = Piece{0, 0, nullptr};  // the copy freed, the buffer let go, before the lock is taken
         lock.lock();
         hashed_ += len;
         copied_ -= len;
@@ -217,8 +218,8 @@ bool SequentialCheck::hash_here(std::unique_lock<std::mutex>& lock) const noexce
     bool started = true;
     try {
         while (!stop_ && !finished_ && !queue_.empty()) {
-            if (!queue_.front().bytes && !buf) buf.reset(new (std::nothrow) char[kGapStep]);
-            if (!queue_.front().bytes && !buf) {
+            if (!queue_.front().has_bytes() && !buf) buf.reset(new (std::nothrow) char[kGapStep]);
+            if (!queue_.front().has_bytes() && !buf) {
                 started = false;  // no memory to read the gap
                 break;
             }
@@ -239,7 +240,7 @@ void SequentialCheck::fill_gaps(const char* data, uint64_t offset, size_t n) con
     for (size_t i = gap_busy_ ? 1 : 0; i < queue_.size(); ++i) {
         Piece& p = queue_[i];
         if (p.offset >= end) break;
-        if (p.bytes || p.offset + p.len <= offset) continue;
+        if (p.has_bytes() || p.offset + p.len <= offset) continue;
         const uint64_t a = std::max(p.offset, offset);
         const uint64_t b = std::min(p.offset + p.len, end);
         std::unique_ptr<char[]> bytes(new char[b - a]);
@@ -265,7 +266,45 @@ void SequentialCheck::queue_to(uint64_t end) const {
     }
 }
 
-ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, size_t n) const noexcept {
+void SequentialCheck::queue_read(const char* data, uint64_t offset, uint64_t from, uint64_t end,
+                                 const SharedSpans* shared) const {
+    const size_t before = queue_.size();
+    try {
+        queue_pieces(data, offset, from, end, shared);
+    } catch (...) {  // nothing of this read stays queued
+        while (queue_.size() > before) queue_.pop_back();
+        throw;
+    }
+}
+
+void SequentialCheck::queue_pieces(const char* data, uint64_t offset, uint64_t from, uint64_t end,
+                                   const SharedSpans* shared) const {
+    uint64_t at = from;
+    const size_t spans = shared ? shared->count : 0;
+    for (size_t i = 0; i <= spans && at < end; ++i) {
+        // Copied: the bytes before the next held span (all that are left when none is named).
+        uint64_t copy_to = end;
+        if (i < spans) copy_to = std::min(end, std::max(at, shared->span[i].offset));
+        if (copy_to > at) {
+            std::unique_ptr<char[]> bytes(new char[copy_to - at]);
+            std::memcpy(bytes.get(), data + (at - offset), copy_to - at);
+            queue_.push_back(Piece{at, copy_to - at, std::move(bytes)});
+            at = copy_to;
+        }
+        if (i == spans) break;
+        // Held: the part of span i from `at` on.
+        const SharedSpans::Span& s = shared->span[i];
+        const uint64_t s_end = std::min(end, s.offset + s.len);
+        if (s.bytes && s_end > at && at >= s.offset) {
+            queue_.push_back(Piece{at, s_end - at, nullptr,
+                                   std::shared_ptr<const char[]>(s.bytes, s.bytes.get() + (at - s.offset))});
+            at = s_end;
+        }
+    }
+}
+
+ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, size_t n,
+                                            const SharedSpans* shared) const noexcept {
     try {
         // A read that reaches the last kTail bytes settles the check: it is never served before
         // the digest was compared (else a reader could get a wrong last byte).
@@ -289,9 +328,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
             const uint64_t from = std::max(offset, frontier_);
             if (copied_ == 0 || copied_ + (end - from) <= kLag) {
                 queue_to(offset);  // the bytes in between, for the hashing thread to read
-                std::unique_ptr<char[]> bytes(new char[end - from]);
-                std::memcpy(bytes.get(), static_cast<const char*>(data) + (from - offset), end - from);
-                queue_.push_back(Piece{from, end - from, std::move(bytes)});
+                queue_read(static_cast<const char*>(data), offset, from, end, shared);
                 copied_ += end - from;
                 frontier_ = end;
                 break;

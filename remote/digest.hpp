@@ -37,6 +37,26 @@ private:
     void* ctx_;  // EVP_MD_CTX*
 };
 
+/// Bytes of a read that sit in a buffer shared with their owner (a fetched block kept in
+/// memory, remote::SourceBlocks): a check can hash them from there, holding the buffer, instead
+/// of from a copy of the reader's. A read names at most kMax such pieces (a FUSE read of at most
+/// 1 MiB crosses at most one block boundary); pieces past kMax are not named (they are copied).
+struct SharedSpans {
+    static constexpr size_t kMax = 4;
+    struct Span {
+        uint64_t offset = 0;  ///< of the object, bytes
+        size_t len = 0;       ///< bytes
+        std::shared_ptr<const char[]> bytes;  ///< points at the span's first byte; holds its buffer
+    };
+    Span span[kMax];
+    size_t count = 0;
+    /// Names [offset, offset + len), which starts `at` bytes into `buffer` (held), while there
+    /// is room. Never throws.
+    void add(uint64_t offset, size_t len, const std::shared_ptr<const char[]>& buffer, size_t at) noexcept {
+        if (count < kMax) span[count++] = Span{offset, len, std::shared_ptr<const char[]>(buffer, buffer.get() + at)};
+    }
+};
+
 /// A source whose bytes are checked against a known SHA-256 as they are read (a Hub file's
 /// lfs.oid, an OCI blob's digest): what merge and prefetch ask of every source they read whole.
 /// Implemented by remote::RemoteSource and remote::oci::LocalBlobSource.
@@ -66,7 +86,9 @@ public:
 /// hashing is off the reply path: the reader's bytes are copied (a memcpy, never read again)
 /// for a thread of the check that hashes them in order, while the reader's read is answered
 /// at once; bytes between two reads that no reader asked for (a gap) are read by that thread
-/// through the source. A reader whose bytes would take the copies past kLag waits for that
+/// through the source. Bytes the source names as held in a shared buffer (SharedSpans, a
+/// fetched block in memory) are not copied: the queue holds that buffer until they are hashed.
+/// A reader whose bytes would take the copies and held bytes past kLag waits for that
 /// thread, and a read of the last kTail bytes waits for the digest. The thread ends when idle
 /// for kIdle and starts again at the next read; ~SequentialCheck joins it.
 /// A mismatch is logged (spdlog error) by a check that is not `whole`; a whole check's caller
@@ -114,8 +136,9 @@ public:
     /// go on; -EWOULDBLOCK for a read on a gguf::NoNetworkWaitScope thread that would wait (for
     /// another thread's hashing, a gap read that answered -EWOULDBLOCK, or a reader kLag ahead).
     /// A read that reaches the last kTail bytes is never served before the digest was compared.
-    /// Never throws.
-    ssize_t after_read(const void* data, uint64_t offset, size_t n) const noexcept;
+    /// `shared` (may be null): where the source holds some of these bytes in shared buffers;
+    /// an in-order check hashes those from there instead of copying them. Never throws.
+    ssize_t after_read(const void* data, uint64_t offset, size_t n, const SharedSpans* shared = nullptr) const noexcept;
     /// Hashes the bytes not hashed yet (reading them) and compares; returns error() or the one
     /// line saying which bytes could not be read. Never throws.
     std::string finish() const noexcept;
@@ -131,7 +154,12 @@ private:
     /// after_read of a `whole` check: hashed on the calling thread.
     ssize_t after_read_whole(const void* data, uint64_t offset, size_t n) const noexcept;
     /// after_read of an in-order check: a copy for the hashing thread, waited for only as documented.
-    ssize_t after_read_in_order(const void* data, uint64_t offset, size_t n) const noexcept;
+    ssize_t after_read_in_order(const void* data, uint64_t offset, size_t n, const SharedSpans* shared) const noexcept;
+    /// Queues [from, end) of a read of `data` at `offset` for the hashing thread: the parts
+    /// `shared` names as held pieces, the rest as copies; under mutex_. Throws std::bad_alloc.
+    void queue_read(const char* data, uint64_t offset, uint64_t from, uint64_t end, const SharedSpans* shared) const;
+    /// queue_read's pieces, pushed one by one (queue_read takes them off again if one throws).
+    void queue_pieces(const char* data, uint64_t offset, uint64_t from, uint64_t end, const SharedSpans* shared) const;
     /// Queues [frontier_, end) as a gap for the hashing thread to read; under mutex_.
     void queue_to(uint64_t end) const;
     /// Turns the parts of queued gaps that [offset, offset + n) covers into copies of `data`
@@ -183,14 +211,18 @@ private:
     mutable std::thread hasher_;          // hash_behind; joinable until joined at a restart or ~
     mutable bool hasher_running_ = false;
     mutable bool stop_ = false;           // ~SequentialCheck, or the check ended unchecked
-    /// Bytes [offset, offset + len) to hash: a copy of a reader's bytes, or (null) a gap to read.
+    /// Bytes [offset, offset + len) to hash: a copy of a reader's bytes, bytes held in the
+    /// source's buffer, or (both null) a gap to read.
     struct Piece {
         uint64_t offset;
         uint64_t len;
         std::unique_ptr<char[]> bytes;
+        std::shared_ptr<const char[]> held = nullptr;
+        bool has_bytes() const noexcept { return bytes || held; }
+        const char* data() const noexcept { return bytes ? bytes.get() : held.get(); }
     };
     mutable std::deque<Piece> queue_;     // in offset order, from hashed_ to frontier_
-    mutable uint64_t copied_ = 0;         // bytes of copies queued or being hashed (at most about kLag)
+    mutable uint64_t copied_ = 0;         // bytes of copies and held pieces queued or being hashed (at most about kLag)
     mutable bool gap_busy_ = false;       // the hashing thread reads the gap at the front of queue_
     mutable uint64_t frontier_ = 0;       // end of the bytes queued (read in order, or the tail)
     mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far

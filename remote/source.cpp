@@ -148,9 +148,34 @@ void RemoteSource::load_first_block() const noexcept {
 }
 
 ssize_t RemoteSource::pread(void* dst, size_t len, uint64_t offset) const noexcept {
-    if (digest_ && digest_->failed()) return -EIO;  // wrong bytes (verify_sha256)
-    const ssize_t r = blocks_->read(dst, len, offset);
-    return digest_ && r > 0 ? digest_->after_read(dst, offset, static_cast<size_t>(r)) : r;
+    if (!digest_ || digest_->settled()) {
+        if (digest_ && digest_->failed()) return -EIO;  // wrong bytes
+        return blocks_->read(dst, len, offset);
+    }
+    // Checked: the bytes copied from blocks in memory are hashed from those blocks, not copied.
+    SharedSpans shared;
+    const ssize_t r = blocks_->read(dst, len, offset, SourceBlocks::Access::reader, &shared);
+    return r > 0 ? digest_->after_read(dst, offset, static_cast<size_t>(r), &shared) : r;
+}
+
+gguf::Served RemoteSource::read_served(char* buf, size_t len, uint64_t offset, gguf::CopyKept,
+                                       bool whole_request) const noexcept {
+    gguf::Served s;
+    std::shared_ptr<const char[]> bytes;
+    const bool check = digest_ && !digest_->settled();
+    if (whole_request && !(digest_ && digest_->failed())) {
+        if (const size_t n = blocks_->view(len, offset, &bytes); n > 0) {
+            SharedSpans shared;
+            shared.add(offset, n, bytes, 0);
+            s.result = check ? digest_->after_read(bytes.get(), offset, n, &shared) : static_cast<ssize_t>(n);
+            s.data = bytes.get();
+            s.hold = std::move(bytes);
+            return s;
+        }
+    }
+    s.result = pread(buf, len, offset);
+    s.data = buf;
+    return s;
 }
 
 std::map<std::string, Opened> open_sources(const std::shared_ptr<RemoteContext>& context,

@@ -62,6 +62,10 @@ public:
 
     ~RemoteSource() override = default;
     ssize_t pread(void* dst, size_t len, uint64_t offset) const noexcept override;
+    /// A whole request whose bytes lie in one block in memory is answered from that block
+    /// (`hold` keeps it; SourceBlocks::view), not copied; anything else as pread into `buf`.
+    gguf::Served read_served(char* buf, size_t len, uint64_t offset, gguf::CopyKept kept,
+                             bool whole_request) const noexcept override;
     uint64_t size() const noexcept override { return blocks_->info().size; }
     bool changed() const noexcept override { return false; }
     std::string display_name() const override { return name_; }

@@ -398,7 +398,34 @@ void SourceBlocks::drop_behind(uint64_t block) const noexcept {
     store_.cache().drop_pages(key_, behind);
 }
 
-ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access) const noexcept {
+void SourceBlocks::reader_in(uint64_t block) const noexcept {
+    if (next_block_.exchange(block + 1) == block) {
+        read_ahead(block);
+        drop_behind(block);
+    }
+}
+
+void SourceBlocks::reader_took(uint64_t block, uint64_t in_block, size_t n) const noexcept {
+    if (reading_.store_blocks || in_block + n != block_length(block)) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    fresh_.erase(block);
+}
+
+size_t SourceBlocks::view(size_t len, uint64_t offset, std::shared_ptr<const char[]>* bytes) const noexcept {
+    if (offset >= info_.size || len == 0) return 0;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
+    const uint64_t block = offset / BlockCache::kBlockSize;
+    const uint64_t in_block = offset % BlockCache::kBlockSize;
+    if (in_block + n > block_length(block)) return 0;  // crosses into the next block
+    std::shared_ptr<const char[]> b = memory(block);
+    if (!b) return 0;
+    reader_in(block);
+    *bytes = std::shared_ptr<const char[]>(b, b.get() + in_block);
+    reader_took(block, in_block, n);
+    return n;
+}
+
+ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access, SharedSpans* shared) const noexcept {
     if (offset >= info_.size) return 0;
     len = static_cast<size_t>(std::min<uint64_t>(len, info_.size - offset));
     char* out = static_cast<char*>(dst);
@@ -409,12 +436,7 @@ ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access
         const uint64_t in_block = at % BlockCache::kBlockSize;
         const uint64_t blen = block_length(block);
         const size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, blen - in_block));
-        // A reader that moves on from the previous block into this one is sequential (re-reads
-        // inside one block, like the header reads of planning, are not).
-        if (access == Access::reader && next_block_.exchange(block + 1) == block) {
-            read_ahead(block);
-            drop_behind(block);
-        }
+        if (access == Access::reader) reader_in(block);
         ssize_t r = -ENOENT;
         std::shared_ptr<const char[]> bytes = memory(block);
         if (!bytes) r = store_.read(key_, block, blen, in_block, n, out + done);
@@ -440,11 +462,9 @@ ssize_t SourceBlocks::read(void* dst, size_t len, uint64_t offset, Access access
         }
         if (bytes) {
             std::memcpy(out + done, bytes.get() + in_block, n);
+            if (shared) shared->add(at, n, bytes, static_cast<size_t>(in_block));
             r = static_cast<ssize_t>(n);
-            if (!reading_.store_blocks && access == Access::reader && in_block + n == blen) {
-                std::lock_guard<std::mutex> lock(mutex_);
-                fresh_.erase(block);  // read to its end: a sequential reader is done with it
-            }
+            if (access == Access::reader) reader_took(block, in_block, n);
         }
         if (r < 0) return r == -ENOENT ? -EIO : r;
         done += n;

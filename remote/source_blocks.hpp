@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "remote/client.hpp"
+#include "remote/digest.hpp"
 #include "remote/store/block_store.hpp"
 #include "remote/store/prefetcher.hpp"
 
@@ -78,8 +79,16 @@ public:
     /// Copies up to `len` bytes at `offset` into `dst` (short only at the object's end): from
     /// memory, the block store, or fetched. Returns the bytes copied, -EWOULDBLOCK when a
     /// block must be fetched on a thread that may not wait for the network
-    /// (gguf::NoNetworkWaitScope), or -errno. Never throws.
-    ssize_t read(void* dst, size_t len, uint64_t offset, Access access = Access::reader) const noexcept;
+    /// (gguf::NoNetworkWaitScope), or -errno. `shared` (may be null) is told which of the
+    /// bytes were copied from blocks in memory, with those blocks' buffers (the in-order check
+    /// hashes them from there). Never throws.
+    ssize_t read(void* dst, size_t len, uint64_t offset, Access access = Access::reader,
+                 SharedSpans* shared = nullptr) const noexcept;
+    /// A reader's read of up to `len` bytes at `offset` answered without a copy: when they lie
+    /// in one block that is in memory, `*bytes` points at the first of them (holding the block)
+    /// and the count is returned (as read() would, the reader's move counted the same way);
+    /// 0 when they do not (nothing done: read() them instead). Never throws.
+    size_t view(size_t len, uint64_t offset, std::shared_ptr<const char[]>* bytes) const noexcept;
     /// Keeps the fetched bytes of block `block` in memory until a reader read its last byte
     /// (with store_blocks off: the opening GET's block 0). Never throws.
     void hold(uint64_t block, std::shared_ptr<const char[]> bytes) noexcept;
@@ -110,6 +119,13 @@ private:
     /// For each block of the window after `block`: a cached one is loaded from disk by a
     /// prefetcher worker (BlockCache::load), a missing one fetched by a worker (not offline).
     void read_ahead(uint64_t block) const noexcept;
+    /// A reader's read in `block`: one that moves on from the previous block into this one is
+    /// sequential (re-reads inside one block, like the header reads of planning, are not) and
+    /// has read-ahead and drop-behind run for it.
+    void reader_in(uint64_t block) const noexcept;
+    /// A reader copied [in_block, in_block + n) of `block` from memory: with store_blocks off a
+    /// block read to its end leaves memory (a sequential reader is done with it).
+    void reader_took(uint64_t block, uint64_t in_block, size_t n) const noexcept;
     /// For a sequential reader that entered `block`: drops the page-cache pages of the cached
     /// block drop_lag_blocks behind it (the mounted file's page cache holds its bytes).
     void drop_behind(uint64_t block) const noexcept;

@@ -40,7 +40,12 @@ enum class CopyKept : uint8_t {
 /// What one read for a server did (ByteSource::read_served, VirtualFile::serve).
 struct Served {
     ssize_t result = 0;          ///< bytes read, or -errno
-    const char* data = nullptr;  ///< where the bytes start (inside the caller's buffer)
+    /// Where the bytes start: inside the caller's buffer, or (a whole request) inside memory
+    /// the source holds for the caller through `hold`.
+    const char* data = nullptr;
+    /// Set when `data` is the source's own memory (a remote block kept in memory, served
+    /// without a copy): keeps it valid while this Served lives. Null: `data` is in the buffer.
+    std::shared_ptr<const void> hold;
     bool direct = false;         ///< read with O_DIRECT: no source page was cached for it
     /// On error (VirtualFile::serve): the failing source, and the byte range of it that was
     /// being read (source offsets).
@@ -88,7 +93,8 @@ public:
     /// Reads bytes [offset, offset + len) for a server, `kept` saying who keeps a copy.
     /// With `whole_request` the piece is the server's whole request and `buf` is kServeAlign
     /// aligned with kServeSlack bytes of room past `len`, so a source may read a wider aligned
-    /// range into it (then `data` points past buf's start). Returns the bytes read (`len`, fewer
+    /// range into it (then `data` points past buf's start), or answer from memory of its own
+    /// without copying (`data` points there, `hold` keeps it). Returns the bytes read (`len`, fewer
     /// only at the end of the source) or -errno in `result`. Change checks are the caller's
     /// (changed() after the read). Never throws, never allocates. Default: pread into `buf`.
     virtual Served read_served(char* buf, size_t len, uint64_t offset, CopyKept kept,

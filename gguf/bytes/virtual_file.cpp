@@ -79,6 +79,7 @@ Served VirtualFile::serve(uint64_t offset, size_t len, char* buf, CopyKept kept)
                 if (whole) {
                     out.data = s.data;
                     out.direct = s.direct;
+                    out.hold = std::move(s.hold);
                 }
                 break;
             }
@@ -91,6 +92,8 @@ Served VirtualFile::serve(uint64_t offset, size_t len, char* buf, CopyKept kept)
 ssize_t VirtualFile::read(uint64_t offset, size_t len, char* dst, uint32_t* failed_source) const noexcept {
     Served s = serve(offset, len, dst, CopyKept::None);
     if (s.result < 0 && failed_source) *failed_source = s.failed_source;
+    // A whole request may have been answered elsewhere (widened, or from a source's memory).
+    if (s.result > 0 && s.data != dst) std::memmove(dst, s.data, static_cast<size_t>(s.result));
     return s.result;
 }
 

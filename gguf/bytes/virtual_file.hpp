@@ -74,7 +74,9 @@ public:
     /// of the last kSlots requests, whichever source they read): one that continues a stream is
     /// passed on as CopyKept::ByReader (buffered, with the source's readahead). `buf` must be
     /// kServeAlign-aligned and hold len + kServeSlack bytes. On success `result` is the byte
-    /// count and `data` points at them inside `buf` (at `buf` itself unless `direct`). Errors
+    /// count and `data` points at them: inside `buf` (at `buf` itself unless `direct`), or,
+    /// for a whole request a source answered from its own memory, there (`hold` keeps it
+    /// valid while the Served lives: reply before letting it go). Errors
     /// and change checks as read(); on error failed_source, failed_offset and failed_length name
     /// the piece that failed. Thread-safe, never allocates, never throws.
     Served serve(uint64_t offset, size_t len, char* buf, CopyKept kept = CopyKept::ByReaderDirect) const noexcept;

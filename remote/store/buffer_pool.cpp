@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "remote/store/cache.hpp"
 
 namespace gguf_mount::remote {
@@ -50,9 +51,7 @@ std::shared_ptr<char[]> BufferPool::take() {
         }
     }
     if (!p) {
-        void* m = ::mmap(nullptr, BlockCache::kBlockSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) throw std::bad_alloc();
-        p = static_cast<char*>(m);
+        p = gguf::map_huge_aligned(BlockCache::kBlockSize);  // 2 huge pages, not 1,024 small ones
         std::lock_guard<std::mutex> lock(state_->mutex);
         ++state_->mapped;
     }

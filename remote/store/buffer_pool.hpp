@@ -7,9 +7,10 @@
 
 namespace gguf_mount::remote {
 
-/// Page-aligned buffers of BlockCache::kBlockSize bytes (O_DIRECT-able), each an anonymous
-/// mapping of its own whose pages were touched once. A fresh mapping costs a page fault and a
-/// zeroed page per 4 KiB on first touch (on a VM with free-page reporting the host takes freed
+/// Buffers of BlockCache::kBlockSize bytes (O_DIRECT-able), each an anonymous mapping of its
+/// own at a huge-page boundary advised MADV_HUGEPAGE (gguf::map_huge_aligned), whose pages
+/// were touched once. A fresh mapping costs a page fault and a zeroed page per page (4 KiB,
+/// or 2 MiB where THP is on) on first touch (on a VM with free-page reporting the host takes freed
 /// memory back, so every fresh block faults anew), hence reuse. Not malloc: blocks are taken on
 /// one thread and let go on another (fetch, read-ahead and store threads), and glibc's
 /// per-thread arenas then kept the freed blocks. Thread-safe.

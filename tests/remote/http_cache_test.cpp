@@ -793,6 +793,43 @@ TEST_F(FaultClientTest, PartsAreHandedOverAsTheyArriveAndARetryAsksOnlyForTheRes
 /// A block of a read-ahead run is served as soon as its bytes arrive: a reader that reaches the
 /// first block of a run does not wait for the rest of the run, still on its way (here stalled
 /// on the server for 3 s after that block), and every byte read is the file's.
+TEST(SourceBlocksRuns, AWholeRequestInsideABlockInMemoryIsAnsweredFromTheBlockWithoutACopy) {
+    std::string why;
+    if (!FaultServer::available(&why)) GTEST_SKIP() << why;
+    const uint64_t B = BlockCache::kBlockSize;
+    gguf_test::TempDir root, cache;
+    const std::string bytes = random_bytes(3 * B, 23);
+    gguf_test::write_file(root / "f.bin", bytes);
+    FaultServer server(root.path());
+    ASSERT_TRUE(server.start(&why)) << why;
+    RemoteOptions o;
+    o.http = quick();
+    o.cache_dir = cache.path();
+    o.readahead_blocks = 0;
+    auto ctx = std::make_shared<RemoteContext>(o);
+    auto src = RemoteSource::open(ctx, server.base_url() + "/f.bin");
+    std::string got(4096, '\0');
+    ASSERT_EQ(src->pread(&got[0], got.size(), B), 4096);  // block 1 fetched: in memory
+    constexpr size_t kLen = 64 << 10;
+    std::vector<char> buf(2 * kLen);
+    // Inside block 1: the block's own bytes, held, nothing written to the buffer.
+    gguf::Served s = src->read_served(buf.data(), kLen, B + 4096, gguf::CopyKept::ByReader, true);
+    ASSERT_EQ(s.result, static_cast<ssize_t>(kLen));
+    EXPECT_NE(s.data, buf.data());
+    EXPECT_TRUE(s.hold != nullptr);
+    EXPECT_TRUE(std::string(s.data, kLen) == bytes.substr(B + 4096, kLen));
+    // Not a whole request, or across the end of block 1: copied into the buffer, as before.
+    s = src->read_served(buf.data(), kLen, B + 8192, gguf::CopyKept::ByReader, false);
+    ASSERT_EQ(s.result, static_cast<ssize_t>(kLen));
+    EXPECT_EQ(s.data, buf.data());
+    EXPECT_TRUE(s.hold == nullptr);
+    EXPECT_TRUE(std::string(s.data, kLen) == bytes.substr(B + 8192, kLen));
+    s = src->read_served(buf.data(), kLen, 2 * B - 100, gguf::CopyKept::ByReader, true);
+    ASSERT_EQ(s.result, static_cast<ssize_t>(kLen));
+    EXPECT_EQ(s.data, buf.data());
+    EXPECT_TRUE(std::string(s.data, kLen) == bytes.substr(2 * B - 100, kLen));
+}
+
 TEST(SourceBlocksRuns, AReaderGetsABlockOfARunWhileTheRestOfTheRunIsOnItsWay) {
     std::string why;
     if (!FaultServer::available(&why)) GTEST_SKIP() << why;

@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gguf/bytes/byte_source.hpp"
 #include "common/threads.hpp"
@@ -97,9 +98,9 @@ constexpr size_t kStep = 128 << 10;  // a FUSE read
 
 /// The bytes the check reads itself past an in-order reader of kStep reads once it is within
 /// SequentialCheck::kTail of the end (the rest, padding to a merged file's reader).
-uint64_t tail_read(uint64_t size) {
-    for (uint64_t at = 0;; at += kStep) {
-        const uint64_t end = std::min<uint64_t>(at + kStep, size);
+uint64_t tail_read(uint64_t size, uint64_t step = kStep) {
+    for (uint64_t at = 0;; at += step) {
+        const uint64_t end = std::min<uint64_t>(at + step, size);
         if (size - end <= SequentialCheck::kTail) return size - end;
     }
 }
@@ -136,6 +137,47 @@ TEST(SequentialCheck, AReadThatArrivesAfterOneBeyondItIsHashedFromItsCopyNotRead
     for (uint64_t at = 4 * kStep; at < o.bytes.size(); at += kStep) ASSERT_GT(o.read(check, at, kStep), 0) << at;
     EXPECT_TRUE(o.matched);
     EXPECT_EQ(o.check_bytes.load(), kStep + tail_read(o.bytes.size())) << "the late read's bytes are not read again";
+}
+
+TEST(SequentialCheck, BytesTheSourceHoldsInSharedBuffersAreHashedFromThemAndLetGoOnceHashed) {
+    // The source's blocks (2 MiB buffers here) hold the object's bytes; each read names the parts
+    // it copied from a block. The reader's own bytes are all wrong except the first 64 KiB of
+    // each read, which no block names: the digest matches only if the named parts were hashed
+    // from the blocks and the rest from the reader's copy.
+    using gguf_mount::remote::SharedSpans;
+    Object o(random_bytes((6 << 20) + 777));
+    constexpr size_t kBlock = 2 << 20;
+    std::vector<std::shared_ptr<const char[]>> blocks;
+    for (size_t at = 0; at < o.bytes.size(); at += kBlock) {
+        const size_t n = std::min(kBlock, o.bytes.size() - at);
+        std::shared_ptr<char[]> b(new char[n]);
+        std::memcpy(b.get(), o.bytes.data() + at, n);
+        blocks.push_back(b);
+    }
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    constexpr size_t kRead = 1 << 20;
+    constexpr size_t kCopied = 64 << 10;
+    std::string reply(kRead, '\0');
+    for (uint64_t at = 0; at < o.bytes.size(); at += kRead) {
+        const size_t n = std::min<size_t>(kRead, o.bytes.size() - at);
+        std::memset(&reply[0], 0x5a, n);
+        std::memcpy(&reply[0], o.bytes.data() + at, std::min(n, kCopied));
+        SharedSpans shared;
+        // Named per block, as SourceBlocks::read does: the read's bytes past its first 64 KiB.
+        for (uint64_t p = at + kCopied; p < at + n;) {
+            const uint64_t block = p / kBlock;
+            const uint64_t piece = std::min<uint64_t>(at + n, (block + 1) * kBlock) - p;
+            shared.add(p, piece, blocks[block], p % kBlock);
+            p += piece;
+        }
+        ASSERT_EQ(check.after_read(reply.data(), at, n, &shared), static_cast<ssize_t>(n)) << at;
+    }
+    EXPECT_TRUE(check.settled());
+    EXPECT_FALSE(check.failed()) << check.error();
+    EXPECT_TRUE(o.matched);
+    EXPECT_EQ(o.check_bytes.load(), tail_read(o.bytes.size(), kRead)) << "only the tail past the settling read";
+    // Hashed: the check holds no block any more.
+    for (const auto& b : blocks) EXPECT_EQ(b.use_count(), 1);
 }
 
 TEST(SequentialCheck, WrongBytesFailTheLastReadAndEveryLaterOneWithEio) {
