@@ -87,7 +87,8 @@ public:
 /// for a thread of the check that hashes them in order, while the reader's read is answered
 /// at once; bytes between two reads that no reader asked for (a gap) are read by that thread
 /// through the source. Bytes the source names as held in a shared buffer (SharedSpans, a
-/// fetched block in memory) are not copied: the queue holds that buffer until they are hashed.
+/// fetched block in memory) are not copied: the queue holds that buffer until they are hashed,
+/// at most kMaxPinned buffers at a time (past that they are copied).
 /// A reader whose bytes would take the copies and held bytes past kLag waits for that
 /// thread, and a read of the last kTail bytes waits for the digest. The thread ends when idle
 /// for kIdle and starts again at the next read; ~SequentialCheck joins it.
@@ -120,6 +121,10 @@ public:
     /// Not `whole`: how long the hashing thread waits for more bytes before it ends (it starts
     /// again at the next read).
     static constexpr std::chrono::seconds kIdle{30};
+    /// Not `whole`: the shared buffers (SharedSpans: 4 MiB blocks) the queue may hold at once.
+    /// A reader that skips ahead in small reads would otherwise pin a block per read within
+    /// kLag's bytes; beyond this its bytes are copied.
+    static constexpr size_t kMaxPinned = 6;
 
     /// Checks an object of `size` bytes named `name` (in messages) against `expected_sha256`
     /// (64 lowercase hex). Throws std::runtime_error when OpenSSL cannot hash.
@@ -222,7 +227,10 @@ private:
         const char* data() const noexcept { return bytes ? bytes.get() : held.get(); }
     };
     mutable std::deque<Piece> queue_;     // in offset order, from hashed_ to frontier_
+    /// The last held piece in queue_, or null; under mutex_.
+    const Piece* last_held() const noexcept;
     mutable uint64_t copied_ = 0;         // bytes of copies and held pieces queued or being hashed (at most about kLag)
+    mutable size_t pinned_ = 0;           // buffers the held pieces in queue_ hold (runs of one buffer); <= kMaxPinned
     mutable bool gap_busy_ = false;       // the hashing thread reads the gap at the front of queue_
     mutable uint64_t frontier_ = 0;       // end of the bytes queued (read in order, or the tail)
     mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far

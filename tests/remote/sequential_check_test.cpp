@@ -180,6 +180,36 @@ TEST(SequentialCheck, BytesTheSourceHoldsInSharedBuffersAreHashedFromThemAndLetG
     for (const auto& b : blocks) EXPECT_EQ(b.use_count(), 1);
 }
 
+TEST(SequentialCheck, AReaderThatSkipsAheadInSmallReadsPinsAtMostKMaxPinnedBuffersTheRestIsCopied) {
+    // 4 KiB read from each 64 KiB block in turn, while the hashing thread is held at the first
+    // gap: every read would pin a block of its own.
+    using gguf_mount::remote::SharedSpans;
+    constexpr size_t kBlock = 64 << 10;
+    Object o(random_bytes(4 << 20));
+    std::vector<std::shared_ptr<const char[]>> blocks;
+    for (size_t at = 0; at < o.bytes.size(); at += kBlock) {
+        std::shared_ptr<char[]> b(new char[kBlock]);
+        std::memcpy(b.get(), o.bytes.data() + at, kBlock);
+        blocks.push_back(b);
+    }
+    SequentialCheck check(sha256_hex(o.bytes), false, o.bytes.size(), "object", o.hooks());
+    o.set_gate(false);
+    for (size_t k = 0; k < 32; ++k) {  // the first 2 MiB: far from the tail
+        const uint64_t at = k * kBlock;
+        SharedSpans shared;
+        shared.add(at, 4096, blocks[k], 0);
+        ASSERT_EQ(check.after_read(o.bytes.data() + at, at, 4096, &shared), 4096) << at;
+    }
+    size_t pinned = 0;
+    for (const auto& b : blocks) pinned += b.use_count() > 1 ? 1 : 0;
+    EXPECT_GE(pinned, 1u);
+    EXPECT_LE(pinned, SequentialCheck::kMaxPinned);
+    o.set_gate(true);
+    EXPECT_EQ(check.finish(), "");
+    EXPECT_TRUE(o.matched);
+    for (const auto& b : blocks) EXPECT_EQ(b.use_count(), 1);
+}
+
 TEST(SequentialCheck, WrongBytesFailTheLastReadAndEveryLaterOneWithEio) {
     Object o(random_bytes((6 << 20) + 7));
     const std::string wrong = sha256_hex(o.bytes + "x");
