@@ -150,36 +150,32 @@ bool SequentialCheck::hand_on(std::unique_lock<std::mutex>& lock) const noexcept
     return hash_here(lock);
 }
 
-namespace {
-
-/// True when `a` and `b` hold the same buffer (aliasing pointers into one block).
-bool same_buffer(const std::shared_ptr<const char[]>& a, const std::shared_ptr<const char[]>& b) noexcept {
-    return !a.owner_before(b) && !b.owner_before(a);
+bool SequentialCheck::pin(const std::shared_ptr<const char[]>& buffer) const noexcept {
+    for (size_t i = 0; i < pinned_; ++i) {
+        if (!pins_[i].buffer.owner_before(buffer) && !buffer.owner_before(pins_[i].buffer)) {
+            ++pins_[i].pieces;
+            return true;
+        }
+    }
+    if (pinned_ == kMaxPinned) return false;
+    pins_[pinned_++] = Pin{buffer, 1};
+    return true;
 }
 
-}  // namespace
-
-const SequentialCheck::Piece* SequentialCheck::last_held() const noexcept {
-    for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
-        if (it->held) return &*it;
+void SequentialCheck::unpin(const std::shared_ptr<const char[]>& buffer) const noexcept {
+    for (size_t i = 0; i < pinned_; ++i) {
+        if (!pins_[i].buffer.owner_before(buffer) && !buffer.owner_before(pins_[i].buffer)) {
+            if (--pins_[i].pieces == 0) pins_[i] = std::move(pins_[--pinned_]);
+            return;
+        }
     }
-    return nullptr;
 }
 
 int SequentialCheck::hash_front(std::unique_lock<std::mutex>& lock, char* buf) const {
     if (queue_.front().has_bytes()) {  // a copy of a reader's bytes, or held in the source's buffer
         Piece piece = std::move(queue_.front());
         queue_.pop_front();
-        if (piece.held) {  // the last piece of its buffer in the queue: one buffer fewer pinned
-            const Piece* next = nullptr;
-            for (const Piece& p : queue_) {
-                if (p.held) {
-                    next = &p;
-                    break;
-                }
-            }
-            if ((!next || !same_buffer(next->held, piece.held)) && pinned_ > 0) --pinned_;
-        }
+        if (piece.held) unpin(piece.held);
         const uint64_t len = piece.len;
         lock.unlock();
         hash_.update(piece.data(), static_cast<size_t>(len));
@@ -295,12 +291,13 @@ void SequentialCheck::queue_to(uint64_t end) const {
 void SequentialCheck::queue_read(const char* data, uint64_t offset, uint64_t from, uint64_t end,
                                  const SharedSpans* shared) const {
     const size_t before = queue_.size();
-    const size_t pinned = pinned_;
     try {
         queue_pieces(data, offset, from, end, shared);
     } catch (...) {  // nothing of this read stays queued
-        while (queue_.size() > before) queue_.pop_back();
-        pinned_ = pinned;
+        while (queue_.size() > before) {
+            if (queue_.back().held) unpin(queue_.back().held);
+            queue_.pop_back();
+        }
         throw;
     }
 }
@@ -325,11 +322,7 @@ void SequentialCheck::queue_pieces(const char* data, uint64_t offset, uint64_t f
         const SharedSpans::Span& s = shared->span[i];
         const uint64_t s_end = std::min(end, s.offset + s.len);
         if (s.bytes && s_end > at && at >= s.offset) {
-            const Piece* last = last_held();
-            if (!last || !same_buffer(last->held, s.bytes)) {
-                if (pinned_ >= kMaxPinned) continue;
-                ++pinned_;
-            }
+            if (!pin(s.bytes)) continue;
             queue_.push_back(Piece{at, s_end - at, nullptr,
                                    std::shared_ptr<const char[]>(s.bytes, s.bytes.get() + (at - s.offset))});
             at = s_end;
@@ -352,7 +345,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
                 settled_ = true;
                 stop_ = true;
                 queue_.clear();
-                pinned_ = 0;
+                unpin_all();
                 cv_.notify_all();
                 return static_cast<ssize_t>(n);
             }
@@ -385,7 +378,7 @@ ssize_t SequentialCheck::after_read_in_order(const void* data, uint64_t offset, 
             finished_ = true;  // no thread: unchecked, as a random reader's bytes are
             settled_ = true;
             queue_.clear();
-            pinned_ = 0;
+            unpin_all();
             spdlog::warn("{}: no thread to check its sha256: served unchecked", name_);
             return static_cast<ssize_t>(n);
         }

@@ -227,10 +227,25 @@ private:
         const char* data() const noexcept { return bytes ? bytes.get() : held.get(); }
     };
     mutable std::deque<Piece> queue_;     // in offset order, from hashed_ to frontier_
-    /// The last held piece in queue_, or null; under mutex_.
-    const Piece* last_held() const noexcept;
     mutable uint64_t copied_ = 0;         // bytes of copies and held pieces queued or being hashed (at most about kLag)
-    mutable size_t pinned_ = 0;           // buffers the held pieces in queue_ hold (runs of one buffer); <= kMaxPinned
+    /// A buffer the held pieces in queue_ hold, and how many of them (an owner, not the bytes:
+    /// a weak reference compares owners without holding the buffer).
+    struct Pin {
+        std::weak_ptr<const char[]> buffer;
+        size_t pieces = 0;
+    };
+    mutable Pin pins_[kMaxPinned];        // the first pinned_ are in use; under mutex_
+    mutable size_t pinned_ = 0;
+    /// Counts a held piece of `buffer`: false (nothing counted) when that would hold more than
+    /// kMaxPinned buffers; under mutex_.
+    bool pin(const std::shared_ptr<const char[]>& buffer) const noexcept;
+    /// Uncounts a held piece of `buffer` taken off queue_; under mutex_.
+    void unpin(const std::shared_ptr<const char[]>& buffer) const noexcept;
+    /// queue_ was cleared: nothing is held; under mutex_.
+    void unpin_all() const noexcept {
+        for (size_t i = 0; i < pinned_; ++i) pins_[i] = Pin{};
+        pinned_ = 0;
+    }
     mutable bool gap_busy_ = false;       // the hashing thread reads the gap at the front of queue_
     mutable uint64_t frontier_ = 0;       // end of the bytes queued (read in order, or the tail)
     mutable uint64_t kicks_ = 0;          // reads handed to the hashing thread so far
