@@ -9,8 +9,10 @@ DATA/large/shards; run `bench/bench.py --sections large` once to generate it). E
 cold (page cache dropped) and then warm (the file read once after the drop, through the mount for
 the mount's rows): node-llama-cpp 3.22.1 `loadModel` alone (bench/first-token.mjs MODE
 load-only) of the merged model on disk, then of the merged file through a mount of the shards by
---before, then by --after (each its own mount, unmounted after its load). Prints each load and
-then, per state, the medians and file / mount for both builds. Only local files are read; no
+both builds (each its own mount, unmounted after its load). Prints each load and
+then, per state, the medians and file / mount for both builds. The two builds take turns at going
+first (round 1: --before, round 2: --after, ...): a load right after another one can find the
+memory in another state (this VM returns freed pages to its host). Only local files are read; no
 address is contacted.
 """
 import argparse
@@ -101,7 +103,8 @@ def main():
         for state in ("cold", "warm"):
             warm = state == "warm"
             res.setdefault(("file", state), []).append(load(model, warm, a.mode))
-            for name, binary in (("before", a.before), ("after", a.after)):
+            builds = [("before", a.before), ("after", a.after)]
+            for name, binary in builds[rnd % 2:] + builds[:rnd % 2]:  # who goes first alternates
                 res.setdefault((name, state), []).append(mounted_load(binary, shards, merged_name, warm, a.mode))
             print("round %d %s: %s" % (rnd + 1, state, ", ".join("%s %.2f s" % (k[0], v[-1]) for k, v in res.items()
                                                               if k[1] == state)), flush=True)

@@ -8,7 +8,8 @@ Sources, all on 127.0.0.1, serving the 4 shards of the section's mid-size model 
   file's LFS sha256, and /ORG/REPO/resolve/REV/PATH answering 302 to a second "CDN" server with
   X-Repo-Commit, X-Linked-Size, X-Linked-Etag; `HF_ENDPOINT` points the mount at it;
 - s3: s3rver behind the tests' proxy that verifies every request's Signature V4
-  (tests/remote/s3/s3_server.js, started as bench/remote_s3.py does).
+  (tests/remote/s3/s3_server.js, started as bench/remote_s3.py does), restarted on its data
+  before every measurement (Servers.fresh_origin: no run inherits the node process of the one before).
 
 Paths, each timed from its first step to the first token of a [BOS] prompt (node-llama-cpp 3.22.1
 started first, bench/first-token.mjs, mmap on as llama.cpp's default, 1 thread):
@@ -160,10 +161,25 @@ http {{
         class A:  # what remote_s3.start_s3 reads of its arguments
             data = self.run_dir
         p, ready, self.s3_log = remote_s3.start_s3(A, seed, self.run_dir)
+        self.s3_proc = p
         self.procs.append(p)
         self.b.cleanup.add(os.path.join(self.run_dir, "none"), p.pid)
         self.s3_endpoint = "http://127.0.0.1:%d" % ready["proxy_port"]
         self.log("large remote: S3 server seeded with %d shards in %.0f s" % (len(self.shards), time.monotonic() - t0))
+
+    def fresh_origin(self, source):
+        """Before each measurement of `source`: for s3, the S3 test server restarted on its data
+        and port (remote_s3.restart_s3): no measurement inherits the state of the node process
+        the one before used; nginx (http, hf) needs nothing."""
+        if source != "s3":
+            return
+        old = self.s3_proc
+        p, _ = remote_s3.restart_s3(old, self.run_dir, int(self.s3_endpoint.rsplit(":", 1)[1]))
+        self.procs[self.procs.index(old)] = p
+        if old.pid in self.b.cleanup.pids:
+            self.b.cleanup.pids.remove(old.pid)
+        self.b.cleanup.add(os.path.join(self.run_dir, "none"), p.pid)
+        self.s3_proc = p
 
     def stop(self):
         for p in self.procs:
@@ -274,6 +290,7 @@ def _one(b, pth, state, timeout=None):
     if state == "cold":
         pth.reset()
     pth.daemon_cpu = None
+    pth.srv.fresh_origin(pth.source)
     # The origin's files stay in memory (bench.py drop_caches): a remote server's disk is not ours.
     r = rc.first_token(pth.prepare, pth.cleanup, lambda: b.drop_caches(pth.srv.origin_files(pth.source)),
                        prefix=pth.prefix, timeout=timeout)

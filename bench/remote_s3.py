@@ -171,28 +171,51 @@ def gen_shards(a, gm, seed_dir):
     return sorted(os.listdir(dense))
 
 
+def _run_s3(d, run_dir, config, timeout):
+    """Writes `config` to d/config.json and starts the S3 test server on it; waits for its ready
+    file. Returns (process, ready)."""
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+    server = os.path.join(REPO, "tests", "remote", "s3", "s3_server.js")
+    p = subprocess.Popen(["node", "--openssl-legacy-provider", server, os.path.join(d, "config.json")],
+                         stdout=open(os.path.join(d, "output.log"), "a"), stderr=subprocess.STDOUT)
+    with open(os.path.join(run_dir, "pids"), "a") as f:
+        f.write("%d\n" % p.pid)
+    t0 = time.monotonic()
+    while not os.path.exists(config["ready"]):
+        if p.poll() is not None or time.monotonic() - t0 > timeout:
+            raise RuntimeError("the S3 test server did not start: " + open(os.path.join(d, "output.log")).read()[-4000:])
+        time.sleep(0.05)
+    return p, json.load(open(config["ready"]))
+
+
 def start_s3(a, seed_dir, run_dir):
-    """s3rver + the verifying proxy, seeded with seed_dir; returns (process, endpoint URL)."""
+    """s3rver + the verifying proxy, seeded with seed_dir; returns (process, ready, access log)."""
     d = os.path.join(run_dir, "s3")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "data"))
     config = {"directory": os.path.join(d, "data"), "buckets": ["bench"], "seed": seed_dir,
               "credentials": {KEY_ID: {"secret": SECRET}}, "access_log": os.path.join(d, "access.log"),
               "ready": os.path.join(d, "ready")}
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(config, f)
-    server = os.path.join(REPO, "tests", "remote", "s3", "s3_server.js")
-    p = subprocess.Popen(["node", "--openssl-legacy-provider", server, os.path.join(d, "config.json")],
-                         stdout=open(os.path.join(d, "output.log"), "w"), stderr=subprocess.STDOUT)
-    with open(os.path.join(run_dir, "pids"), "a") as f:
-        f.write("%d\n" % p.pid)
-    t0 = time.monotonic()
-    while not os.path.exists(config["ready"]):
-        if p.poll() is not None or time.monotonic() - t0 > 600:
-            raise RuntimeError("the S3 test server did not start: " + open(os.path.join(d, "output.log")).read())
-        time.sleep(0.1)
-    ready = json.load(open(config["ready"]))
+    p, ready = _run_s3(d, run_dir, config, 600)
     return p, ready, config["access_log"]
+
+
+def restart_s3(p, run_dir, proxy_port):
+    """Stops the S3 test server `p` (start_s3's) and starts it again on the same data, unseeded,
+    its proxy on the same `proxy_port` (a mount's block cache is keyed by the endpoint), so that
+    no measurement inherits the state of the node process the one before used (the same 3.16 GB
+    cost it 3.2 to 8.7 CPU-seconds from pass to pass; bench/README.md, 2026-12-07). Returns
+    (process, ready)."""
+    d = os.path.join(run_dir, "s3")
+    p.terminate()
+    p.wait()
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    config.pop("seed", None)
+    config["proxy_port"] = proxy_port
+    os.unlink(config["ready"])
+    return _run_s3(d, run_dir, config, 60)
 
 
 def main():

@@ -11,8 +11,9 @@
 //  - open sets keep_cache (the page cache survives close/open) and never direct_io (which
 //    breaks MAP_SHARED mmap, as llama.cpp uses); timeouts: see fs/ops.hpp;
 //  - reads touch only the handle (fi->fh): no lock, no allocation, no snapshot;
-//  - shard pages behind served reads are dropped by their sources (gguf::CopyKept::ByReader),
-//    so a model read through the mount is cached once, not twice.
+//  - a model read through the mount is cached once, not twice: uncached shard bytes of random
+//    and large requests are read with O_DIRECT, and shard pages behind other served reads are
+//    dropped by their sources (gguf::CopyKept::ByReader(Direct), VirtualFile::kDirectStreamMin).
 #include "fs/ops.hpp"
 
 #include <fcntl.h>
@@ -63,7 +64,7 @@ void guarded(fuse_req_t req, Fn&& fn) noexcept {
 struct OpenFile {
     std::shared_ptr<const gguf::VirtualFile> file;
     std::string path;     // its path in the mount, for log messages
-    bool random_direct;   // uncached random reads may use O_DIRECT (merged sets, byte-split files)
+    bool direct_reads;    // uncached random and large reads may use O_DIRECT (merged sets, byte-split files)
 };
 
 /// What an open directory's fi->fh points to: its listing when it was opened (names, inode
@@ -272,8 +273,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
             fuse_reply_err(req, e);
             return;
         }
-        const bool random_direct = planned_kind(node->kind);
-        auto of = std::make_unique<OpenFile>(OpenFile{std::move(file), node->path, random_direct});
+        const bool direct_reads = planned_kind(node->kind);
+        auto of = std::make_unique<OpenFile>(OpenFile{std::move(file), node->path, direct_reads});
         fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(of.get()));
         {
             std::lock_guard<std::mutex> lock(c.handles_mutex);
@@ -300,11 +301,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
 /// reader bypasses the served file's page cache, so the sources' cache is its only one (and,
 /// inside a gguf::ClientDirectScope, uncached source bytes are read with O_DIRECT: see
 /// serve_read); every other read fills the served file's page cache, so the sources avoid a
-/// second copy (O_DIRECT for uncached random reads of merged sets and byte-split files, whose
-/// descriptors are pinned; drop-behind of streams).
+/// second copy (O_DIRECT for uncached random and large requests of merged sets and byte-split
+/// files, whose descriptors are pinned; drop-behind of the rest).
 gguf::CopyKept copy_kept(const OpenFile& of, bool client_direct) noexcept {
     return client_direct ? gguf::CopyKept::None
-           : of.random_direct ? gguf::CopyKept::ByReaderDirect
+           : of.direct_reads ? gguf::CopyKept::ByReaderDirect
                               : gguf::CopyKept::ByReader;
 }
 
@@ -315,7 +316,7 @@ gguf::CopyKept copy_kept(const OpenFile& of, bool client_direct) noexcept {
 /// from a local file.
 gguf::Served serve_read(const OpenFile& of, uint64_t off, size_t size, char* buf, bool client_direct) noexcept {
     const gguf::CopyKept kept = copy_kept(of, client_direct);
-    if (client_direct && of.random_direct) {
+    if (client_direct && of.direct_reads) {
         gguf::ClientDirectScope direct;
         return of.file->serve(off, size, buf, kept);
     }

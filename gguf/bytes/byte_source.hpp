@@ -31,9 +31,9 @@ enum class CopyKept : uint8_t {
     /// The reader caches them (the FUSE page cache of the served file): a source may drop its
     /// own copy behind the stream, so a model read through the mount is cached once.
     ByReader,
-    /// As ByReader, and the request does not continue a sequential stream of the served file
-    /// (VirtualFile::serve tracks them): if uncached it may be read bypassing the source's cache
-    /// altogether (O_DIRECT), which allocates no page for it.
+    /// As ByReader, and the request is large or does not continue a sequential stream of the
+    /// served file (VirtualFile::serve and its kDirectStreamMin decide): if uncached it may be
+    /// read bypassing the source's cache altogether (O_DIRECT), which allocates no page for it.
     ByReaderDirect,
 };
 
@@ -162,13 +162,13 @@ private:
 
 /// A local file: an open descriptor read with pread_full, changed() when fstat no longer shows
 /// the size and mtime it had when opened. Owns its page-cache policy:
-///  - read_served() with CopyKept::ByReaderDirect (a request that does not continue a stream of
-///    the served file), for a whole request whose bytes are not all in the page cache
-///    (cachestat(2)), reads with O_DIRECT (DirectDescriptor,
-///    opened on first use): the file's page cache then gets no copy of bytes the server's cache
-///    holds anyway. Sequential streams stay buffered, where the file system's readahead keeps
-///    the disk busy ahead of the requests. Falls back to a buffered read whenever O_DIRECT is
-///    unavailable or refused;
+///  - read_served() with CopyKept::ByReaderDirect (a large request, or one that does not
+///    continue a stream of the served file), for a whole request whose bytes are not all in the
+///    page cache (cachestat(2)), reads with O_DIRECT (DirectDescriptor, opened on first use):
+///    the file's page cache then gets no copy of bytes the server's cache holds anyway.
+///    Streams of small requests stay buffered, where the file system's readahead keeps the
+///    disk busy ahead of them. Falls back to a buffered read whenever O_DIRECT is unavailable
+///    or refused;
 ///  - a buffered read_served() with CopyKept::ByReader(Direct) drops the file's pages behind the
 ///    bytes served (drop_behind), except the 2 MiB blocks that were wholly cached before this
 ///    source's reads came near them (CachedBefore: another program's cache is left alone);

@@ -42,10 +42,11 @@ void VirtualFile::ensure_sources_unchanged(const std::string& action) const {
 
 Served VirtualFile::serve(uint64_t offset, size_t len, char* buf, CopyKept kept) const noexcept {
     if (kept == CopyKept::ByReaderDirect) {
-        // Streams are the reader's, over this file: tracked per source instead (each shard
-        // remembering its own last requests), random requests over many shards were taken for
-        // streams far more often (bench/README.md).
-        if (streams_.continues_stream(offset)) kept = CopyKept::ByReader;
+        // Only a stream of small requests stays buffered (kDirectStreamMin). Streams are the
+        // reader's, over this file: tracked per source instead (each shard remembering its own
+        // last requests), random requests over many shards were taken for streams far more
+        // often (bench/README.md).
+        if (len < kDirectStreamMin && streams_.continues_stream(offset)) kept = CopyKept::ByReader;
         streams_.record(offset + len);
     }
     Served out;

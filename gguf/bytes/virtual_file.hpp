@@ -69,10 +69,12 @@ public:
     /// source piece through ByteSource::read_served with `kept` (who keeps a copy: the sources
     /// choose their page-cache policy from it; a request that lies inside one Source extent is
     /// offered to its source as a whole request, which may read it with O_DIRECT). With
-    /// CopyKept::ByReaderDirect the request is first checked against the last requests of this
-    /// file (a StreamTracker over its offsets: within StreamTracker::kWindow of the end of one
-    /// of the last kSlots requests, whichever source they read): one that continues a stream is
-    /// passed on as CopyKept::ByReader (buffered, with the source's readahead). `buf` must be
+    /// CopyKept::ByReaderDirect a request shorter than kDirectStreamMin is first checked against
+    /// the last requests of this file (a StreamTracker over its offsets: within
+    /// StreamTracker::kWindow of the end of one of the last kSlots requests, whichever source
+    /// they read): one that continues a stream is passed on as CopyKept::ByReader (buffered,
+    /// with the source's readahead). A longer request stays ByReaderDirect, stream or not (its
+    /// uncached bytes are read with O_DIRECT). `buf` must be
     /// kServeAlign-aligned and hold len + kServeSlack bytes. On success `result` is the byte
     /// count and `data` points at them: inside `buf` (at `buf` itself unless `direct`), or,
     /// for a whole request a source answered from its own memory, there (`hold` keeps it
@@ -80,6 +82,17 @@ public:
     /// and change checks as read(); on error failed_source, failed_offset and failed_length name
     /// the piece that failed. Thread-safe, never allocates, never throws.
     Served serve(uint64_t offset, size_t len, char* buf, CopyKept kept = CopyKept::ByReaderDirect) const noexcept;
+
+    /// Requests of at least this many bytes (256 KiB) are read with O_DIRECT when their source
+    /// bytes are not cached, also when they continue a stream: the kernel's readahead of a
+    /// FUSE file sends 1 MiB requests (max_read), several at once, which keep the disk busy
+    /// without the shard's own readahead, and a stream read so puts no page of the shards in
+    /// the page cache (no second copy to allocate, fill and drop behind). Measured on llama.cpp's
+    /// `--no-mmap` load of an 8.49 GiB model, cold: 1.31x the file against 0.75x with streams
+    /// read buffered (bench/README.md, 2026-12-07). Shorter stream requests (a reader in small
+    /// steps with no FUSE readahead ahead of it) stay buffered, where the shard's readahead
+    /// saves a disk round trip per request.
+    static constexpr size_t kDirectStreamMin = size_t{256} << 10;
 
 private:
     VirtualLayout layout_;

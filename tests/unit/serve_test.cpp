@@ -444,10 +444,13 @@ TEST(LocalFileSource, ServedStreamDropsThePagesBehindItPlainReadsKeepThem) {
 /// of the served file, whichever source they read. Tracked per source instead (every shard
 /// remembering its own last 16 requests), random requests over a set of 8 shards were taken for
 /// streams several times as often and read buffered instead of O_DIRECT (random cold preads
-/// 0.91x the build before; bench/README.md).
+/// 0.91x the build before; bench/README.md). Requests below VirtualFile::kDirectStreamMin: only
+/// those are read buffered when they continue a stream.
 TEST(VirtualFileServe, StreamsAreTheRequestsOfTheServedFileNotOfEachSource) {
     gguf_test::TempDir dir;
     constexpr uint64_t kMiB = uint64_t{1} << 20;
+    constexpr uint64_t kReq = 64 << 10;
+    static_assert(kReq < VirtualFile::kDirectStreamMin, "small requests: the stream rule applies to them");
     const std::string a = dir / "a.bin", b = dir / "b.bin";
     for (const auto& [path, size] : {std::pair<std::string, uint64_t>{a, 8 * kMiB}, {b, 400 * kMiB}}) {
         int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -464,16 +467,58 @@ TEST(VirtualFileServe, StreamsAreTheRequestsOfTheServedFileNotOfEachSource) {
         !local(vf, 0).direct_available()) {
         GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir.path();
     }
-    ServeBuffer buf(kMiB);
-    ASSERT_TRUE(vf.serve(0, kMiB, buf.mem.get()).direct) << "a lone uncached request";
+    ServeBuffer buf(kReq);
+    ASSERT_TRUE(vf.serve(0, kReq, buf.mem.get()).direct) << "a lone uncached request";
     // 16 requests elsewhere in the file (source b), each far from every earlier one.
     for (uint64_t k = 0; k < gguf::StreamTracker::kSlots; ++k) {
-        ASSERT_EQ(vf.serve(8 * kMiB + 20 * kMiB * (k + 1), kMiB, buf.mem.get()).result, static_cast<ssize_t>(kMiB));
+        ASSERT_EQ(vf.serve(8 * kMiB + 20 * kMiB * (k + 1), kReq, buf.mem.get()).result, static_cast<ssize_t>(kReq));
     }
     // 1 MiB past the first request: none of the file's last 16 requests ended near it.
-    EXPECT_TRUE(vf.serve(2 * kMiB, kMiB, buf.mem.get()).direct)
+    EXPECT_TRUE(vf.serve(2 * kMiB, kReq, buf.mem.get()).direct)
         << "taken for a stream of source a's own earlier request";
-    EXPECT_FALSE(vf.serve(3 * kMiB, kMiB, buf.mem.get()).direct) << "continues the request just served";
+    EXPECT_FALSE(vf.serve(2 * kMiB + kReq, kReq, buf.mem.get()).direct) << "continues the request just served";
+}
+
+/// A stream of large requests (the kernel's 1 MiB readahead requests of a FUSE file) is read
+/// with O_DIRECT where its source bytes are not cached, byte-exact from an unaligned source
+/// offset, and leaves no page of the source in the page cache; a small request continuing the
+/// same stream is read buffered (VirtualFile::kDirectStreamMin).
+TEST(VirtualFileServe, LargeStreamRequestsOfUncachedBytesAreReadDirectAndCacheNothing) {
+    gguf_test::TempDir dir;
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    constexpr uint64_t kSkip = 4096 + 777;  // where the served bytes start in the source: unaligned
+    const std::string path = dir / "data.bin";
+    std::string bytes(24 * kMiB, '\0');
+    std::mt19937_64 rng(11);
+    for (size_t i = 0; i < bytes.size(); i += 8) {
+        const uint64_t v = rng();
+        std::memcpy(&bytes[i], &v, 8);
+    }
+    gguf_test::write_file(path, bytes);
+    evict(path);
+    gguf::VirtualLayout layout;
+    layout.append_source(0, kSkip, 20 * kMiB);
+    VirtualFile vf(std::move(layout), {std::make_shared<const gguf::LocalFileSource>(path)});
+    const auto& src = local(vf, 0);
+    if (gguf::page_cache_residency(src.fd(), 0, bytes.size()) != Residency::None || !src.direct_available()) {
+        GTEST_SKIP() << "no cachestat(2) or no O_DIRECT on " << dir.path();
+    }
+    evict(path);  // the probe of direct_available() read the first byte buffered
+    ServeBuffer buf(kMiB);
+    constexpr uint64_t kStream = 16 * kMiB;
+    for (uint64_t off = 0; off < kStream; off += kMiB) {
+        gguf::Served s = vf.serve(off, kMiB, buf.mem.get());
+        ASSERT_EQ(s.result, static_cast<ssize_t>(kMiB)) << "offset " << off;
+        EXPECT_TRUE(s.direct) << "offset " << off << ": a 1 MiB request of uncached bytes was read buffered"
+                              << (off ? " because it continues a stream" : "");
+        ASSERT_EQ(std::memcmp(s.data, bytes.data() + kSkip + off, kMiB), 0) << "offset " << off;
+    }
+    EXPECT_EQ(gguf::page_cache_residency(src.fd(), 0, kSkip + kStream), Residency::None)
+        << "the stream left pages of its source in the page cache";
+    gguf::Served small = vf.serve(kStream, 64 << 10, buf.mem.get());
+    ASSERT_EQ(small.result, 64 << 10);
+    EXPECT_FALSE(small.direct) << "a small request continuing the stream";
+    EXPECT_EQ(std::memcmp(small.data, bytes.data() + kSkip + kStream, 64 << 10), 0);
 }
 
 TEST(StreamTracker, WindowAroundRecentEndsAndOldestSlotIsReplaced) {

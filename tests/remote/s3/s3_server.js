@@ -9,6 +9,7 @@
 //     "buckets": [names to create], "credentials": { ACCESS_KEY: { "secret": S, "session_token": T?,
 //     "expired_tokens": [T...]? } }, "access_log": path (JSON lines), "ready": path (written with
 //     {"s3_port", "proxy_port"} once both listen), "max_skew_seconds": 900,
+//     "proxy_port": N (optional: the proxy's port; 0 or absent: any free one),
 //     "faults_file": path (optional; read at each request when it changed),
 //     "list_max_keys": N (optional: ListObjectsV2 pages of N entries, as if the client asked) }
 // A ListObjectsV2 request with encoding-type=url is answered as S3 does (urlEncodedListing).
@@ -311,7 +312,7 @@ async function main() {
     req.pipe(up);
   });
   proxy.keepAliveTimeout = 30000;
-  await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  await new Promise((resolve) => proxy.listen(config.proxy_port || 0, '127.0.0.1', resolve));
   const ready = JSON.stringify({ s3_port: s3Port, proxy_port: proxy.address().port });
   fs.writeFileSync(config.ready + '.tmp', ready);
   fs.renameSync(config.ready + '.tmp', config.ready);
