@@ -205,7 +205,7 @@ def restart_s3(p, run_dir, proxy_port):
     """Stops the S3 test server `p` (start_s3's) and starts it again on the same data, unseeded,
     its proxy on the same `proxy_port` (a mount's block cache is keyed by the endpoint), so that
     no measurement inherits the state of the node process the one before used (the same 3.16 GB
-    cost it 3.2 to 8.7 CPU-seconds from pass to pass; bench/README.md, 2026-12-07). Returns
+    cost it 3.2 to 9.2 CPU-seconds from pass to pass; bench/README.md, 2026-12-07). Returns
     (process, ready)."""
     d = os.path.join(run_dir, "s3")
     p.terminate()

@@ -88,10 +88,11 @@ public:
     /// FUSE file sends 1 MiB requests (max_read), several at once, which keep the disk busy
     /// without the shard's own readahead, and a stream read so puts no page of the shards in
     /// the page cache (no second copy to allocate, fill and drop behind). Measured on llama.cpp's
-    /// `--no-mmap` load of an 8.49 GiB model, cold: 1.31x the file against 0.75x with streams
-    /// read buffered (bench/README.md, 2026-12-07). Shorter stream requests (a reader in small
-    /// steps with no FUSE readahead ahead of it) stay buffered, where the shard's readahead
-    /// saves a disk round trip per request.
+    /// `--no-mmap` load of an 8.49 GiB model, cold: 1.13-1.29x the file against 0.75-0.83x with
+    /// streams read buffered; one 1 MiB read() loop as fast as the disk goes loses 11-21 %
+    /// (bench/README.md, 2026-12-07). Shorter stream requests (a reader in small steps with no
+    /// FUSE readahead ahead of it) stay buffered, where the shard's readahead saves a disk round
+    /// trip per request.
     static constexpr size_t kDirectStreamMin = size_t{256} << 10;
 
 private:
