@@ -304,9 +304,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
 /// second copy (O_DIRECT for uncached random and large requests of merged sets and byte-split
 /// files, whose descriptors are pinned; drop-behind of the rest).
 gguf::CopyKept copy_kept(const OpenFile& of, bool client_direct) noexcept {
-    return client_direct ? gguf::CopyKept::None
+    return client_direct     ? gguf::CopyKept::None
            : of.direct_reads ? gguf::CopyKept::ByReaderDirect
-                              : gguf::CopyKept::ByReader;
+                             : gguf::CopyKept::ByReader;
 }
 
 /// VirtualFile::serve for a read of `of` by a client that opened it with O_DIRECT
