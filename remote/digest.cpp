@@ -323,8 +323,13 @@ void SequentialCheck::queue_pieces(const char* data, uint64_t offset, uint64_t f
         const uint64_t s_end = std::min(end, s.offset + s.len);
         if (s.bytes && s_end > at && at >= s.offset) {
             if (!pin(s.bytes)) continue;
-            queue_.push_back(Piece{at, s_end - at, nullptr,
-                                   std::shared_ptr<const char[]>(s.bytes, s.bytes.get() + (at - s.offset))});
+            try {
+                queue_.push_back(Piece{at, s_end - at, nullptr,
+                                       std::shared_ptr<const char[]>(s.bytes, s.bytes.get() + (at - s.offset))});
+            } catch (...) {  // not queued: not counted (queue_read undoes the pieces queued)
+                unpin(s.bytes);
+                throw;
+            }
             at = s_end;
         }
     }
