@@ -949,10 +949,11 @@ def main():
     ap.add_argument("--large-rows", default="modes,folios,loaders,remote,memlimit",
                     help="rows of the large section (bench/large.py): modes (load modes, file vs mount), folios "
                          "(bench/trace-folios.sh), loaders (4 loaders at once), remote (time to first token from "
-                         "http, hf and s3 sources vs download-then-load), memlimit (the same under a memory cgroup "
+                         "http, hf and s3 sources, and s3rver, vs download-then-load), memlimit (the same under a memory cgroup "
                          "limit below the model)")
-    ap.add_argument("--large-sources", default="http,hf,s3",
-                    help="large: the sources of the remote row (http, hf, s3; default all)")
+    ap.add_argument("--large-sources", default="http,hf,s3,s3rver",
+                    help="large: the sources of the remote row (http, hf, s3: nginx with SigV4 checked, s3rver: "
+                         "the tests' S3 server; default all)")
     ap.add_argument("--variant", action="append", default=[],
                     help="extra gguf-mount target NAME|BINARY|ARGS|ENV (empty BINARY: the built one)")
     ap.add_argument("--no-ptll", action="store_true")

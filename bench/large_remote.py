@@ -7,15 +7,22 @@ Sources, all on 127.0.0.1, serving the 4 shards of the section's mid-size model 
   (tests/remote/hub_emulation.cpp): /api/models/ORG/REPO/revision/REV, the tree page with each
   file's LFS sha256, and /ORG/REPO/resolve/REV/PATH answering 302 to a second "CDN" server with
   X-Repo-Commit, X-Linked-Size, X-Linked-Etag; `HF_ENDPOINT` points the mount at it;
-- s3: s3rver behind the tests' proxy that verifies every request's Signature V4
+- s3: the objects served by the same nginx as bucket "bench", every request's Signature V4
+  recomputed before it is answered (auth_request to bench/s3_origin.js, njs; 403 on a mismatch,
+  checked at start by Servers.check_s3_origin): an origin whose CPU cost per byte is a server's
+  (sendfile), as S3's is to its clients;
+- s3rver: s3rver behind the tests' proxy that verifies every request's Signature V4
   (tests/remote/s3/s3_server.js, started as bench/remote_s3.py does), restarted on its data
-  before every measurement (Servers.fresh_origin: no run inherits the node process of the one before).
+  before every measurement (Servers.fresh_origin: no run inherits the node process of the one
+  before). A node process on the client's own CPUs: it spent 5.1 to 9.6 CPU-seconds on the same
+  pass of the 3.16 GB (bench/README.md "The S3 origin of the remote row"), so its rows measure
+  the origin's share of the CPUs as much as the clients; reported with the origin's CPU seconds.
 
 Paths, each timed from its first step to the first token of a [BOS] prompt (node-llama-cpp 3.22.1
 started first, bench/first-token.mjs, mmap on as llama.cpp's default, 1 thread):
 - mount: `gguf-mount SOURCE MNT` until the merged file reads, then llama.cpp loads it;
 - download: what a user without gguf-mount does: `curl -o` of every shard (hf: the resolve URLs,
-  following the redirect; s3: `curl --aws-sigv4` through the verifying proxy), then llama.cpp
+  following the redirect; s3, s3rver: `curl --aws-sigv4` to the verifying origin), then llama.cpp
   loads the first shard (it opens the others itself).
 States: cold (page cache dropped, block cache empty, no download yet) and cached (page cache
 dropped; the mount's block cache filled by the cold run before / the shards already downloaded).
@@ -27,6 +34,7 @@ and the loader) in one memory cgroup limited to MEMLIMIT_BYTES, below the model'
 reported: time, whether it completed, OOM kills, the group's peak page cache.
 """
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -40,12 +48,14 @@ import remote as R
 import remote_s3
 
 GIB = float(1 << 30)
+NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"  # libnginx-mod-http-js (scripts/install-deps.sh)
 ORG, REPO_NAME = "bench-org", "bench-llama"
 COMMIT = "1111111111111111111111111111111111111111"
 MEMLIMIT_BYTES = 3 << 29  # 1.5 GiB: half the mid model (2.9 GiB); --quick: 384 MiB (above its model: a smoke test)
 MEMLIMIT_TIMEOUT = 300  # seconds from the model path's write to node giving up
 PATHS = ("mount", "download")
-SOURCES = ("http", "hf", "s3")
+SOURCES = ("http", "hf", "s3", "s3rver")
+S3_SOURCES = ("s3", "s3rver")
 CURL = ["curl", "-sSf", "--noproxy", "*"]
 
 
@@ -66,7 +76,8 @@ def _sha256(path, memo):
 
 
 class Servers:
-    """nginx (http source, Hub API, Hub CDN) and the S3 server for the shards in `shard_dir`."""
+    """nginx (http source, Hub API, Hub CDN, the verifying S3 origin) and the s3rver S3 server for
+    the shards in `shard_dir`."""
 
     def __init__(self, b, shard_dir, log):
         self.b, self.log = b, log
@@ -82,6 +93,7 @@ class Servers:
         with open(memo_path, "w") as f:
             json.dump(memo, f)
         self._start_nginx(shard_dir)
+        self.check_s3_origin()
         self._start_s3(shard_dir)
 
     def _start_nginx(self, shard_dir):
@@ -90,7 +102,11 @@ class Servers:
         os.makedirs(os.path.join(cdn, "blobs"))
         os.makedirs(www)
         os.symlink(shard_dir, os.path.join(www, "llama"))
+        s3_root = os.path.join(nd, "s3")
+        os.makedirs(os.path.join(s3_root, "bench"))
+        os.symlink(shard_dir, os.path.join(s3_root, "bench", "llama"))
         self.port, self.api_port, self.cdn_port = R.free_port(), R.free_port(), R.free_port()
+        self.s3_origin_port = R.free_port()
         # The Hub's answers (formats: remote/hub.hpp, as tests/remote/hub_emulation.cpp serves them).
         repo_dir = os.path.join(api, "api", "models", ORG, REPO_NAME)
         tree = [{"type": "file", "oid": self.sha[n][:40], "size": os.path.getsize(s), "path": n,
@@ -113,16 +129,29 @@ class Servers:
                 maps["size"].append('    "%s" "%d";' % (key, os.path.getsize(s)))
                 maps["etag"].append("    \"%s\" '\"%s\"';" % (key, self.sha[n]))
         temp = " ".join("%s_temp_path %s;" % (k, nd) for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        bench_dir = os.path.dirname(os.path.abspath(__file__))
+        fleet_dir = os.path.join(os.path.dirname(bench_dir), "docs", "fleet")
         conf = f"""daemon off; worker_processes 1; pid {nd}/nginx.pid; error_log {nd}/error.log;
+load_module {NJS_MODULE};
 events {{ worker_connections 1024; }}
 http {{
   access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000; {temp}
+  js_path {bench_dir}; js_path {fleet_dir}; js_import bench_s3 from s3_origin.js;
   map_hash_bucket_size 512;
   map $uri $hub_cdn_target {{ default ""; {chr(10).join(maps["target"])} }}
   map $uri $hub_linked_size {{ default ""; {chr(10).join(maps["size"])} }}
   map $uri $hub_linked_etag {{ default ""; {chr(10).join(maps["etag"])} }}
   server {{ listen 127.0.0.1:{self.port}; root {www}; }}
   server {{ listen 127.0.0.1:{self.cdn_port}; root {cdn}; }}
+  server {{
+    listen 127.0.0.1:{self.s3_origin_port}; root {s3_root}; disable_symlinks off;
+    location = /_verify {{
+      internal; set $bench_s3_key {remote_s3.KEY_ID}; set $bench_s3_secret {remote_s3.SECRET};
+      js_content bench_s3.verify;
+    }}
+    location /bench/ {{ auth_request /_verify; }}
+    location / {{ return 403; }}
+  }}
   server {{
     listen 127.0.0.1:{self.api_port}; root {api}; absolute_redirect off;
     location /api/ {{ default_type application/json; try_files $uri/__page$arg_cursor.json =404; }}
@@ -151,6 +180,25 @@ http {{
                 time.sleep(0.05)
         raise RuntimeError("nginx did not start (see %s/error.log)" % nd)
 
+    def check_s3_origin(self):
+        """Refuses to measure against a verifying S3 origin that does not verify: a request whose
+        signature is one character off must get 403, the same request correctly signed 206."""
+        host = "127.0.0.1:%d" % self.s3_origin_port
+        path = "/bench/llama/" + self.names[0]
+        for wrong in (True, False):
+            h = remote_s3.sigv4_headers(host, path)
+            if wrong:
+                sig = h["Authorization"][-1]
+                h["Authorization"] = h["Authorization"][:-1] + ("0" if sig != "0" else "1")
+            h["Range"] = "bytes=0-99"
+            c = http.client.HTTPConnection("127.0.0.1", self.s3_origin_port, timeout=10)
+            c.request("GET", path, headers=h)
+            status = c.getresponse().status
+            c.close()
+            if status != (403 if wrong else 206):
+                raise RuntimeError("the bench's S3 origin answered %d to a %s signature (see %s)" % (
+                    status, "wrong" if wrong else "correct", os.path.join(self.run_dir, "nginx", "error.log")))
+
     def _start_s3(self, shard_dir):
         seed = os.path.join(self.run_dir, "s3-seed")
         os.makedirs(os.path.join(seed, "bench", "llama"))
@@ -171,7 +219,7 @@ http {{
         """Before each measurement of `source`: for s3, the S3 test server restarted on its data
         and port (remote_s3.restart_s3): no measurement inherits the state of the node process
         the one before used; nginx (http, hf) needs nothing."""
-        if source != "s3":
+        if source != "s3rver":
             return
         old = self.s3_proc
         p, _ = remote_s3.restart_s3(old, self.run_dir, int(self.s3_endpoint.rsplit(":", 1)[1]))
@@ -190,8 +238,8 @@ http {{
     # ---- what each source is, for the mount and for curl -------------------------------------------
     def origin_files(self, source):
         """The files the server of `source` reads to answer (bench.py drop_caches keeps them
-        cached): the shards for nginx (http, hf), s3rver's object store for s3."""
-        return [os.path.join(self.run_dir, "s3", "data")] if source == "s3" else list(self.shards)
+        cached): the shards for nginx (http, hf, s3), s3rver's object store for s3rver."""
+        return [os.path.join(self.run_dir, "s3", "data")] if source == "s3rver" else list(self.shards)
 
     def env(self, source):
         """Environment of a mount of `source` (and of nothing else)."""
@@ -199,18 +247,23 @@ http {{
         e = {"HF_HOME": home, "XDG_CACHE_HOME": os.path.join(self.run_dir, "xdg")}
         if source == "hf":
             e["HF_ENDPOINT"] = "http://127.0.0.1:%d" % self.api_port
-        if source == "s3":
+        if source in S3_SOURCES:
             none = os.path.join(self.run_dir, "none")
             e.update({"AWS_ACCESS_KEY_ID": remote_s3.KEY_ID, "AWS_SECRET_ACCESS_KEY": remote_s3.SECRET,
-                      "AWS_ENDPOINT_URL_S3": self.s3_endpoint, "AWS_REGION": "us-east-1",
+                      "AWS_ENDPOINT_URL_S3": self.s3_url(source), "AWS_REGION": "us-east-1",
                       "AWS_SHARED_CREDENTIALS_FILE": none, "AWS_CONFIG_FILE": none})
         return e
 
+    def s3_url(self, source):
+        """The S3 endpoint of an S3 source: nginx's verifying origin (s3) or s3rver's proxy (s3rver)."""
+        return "http://127.0.0.1:%d" % self.s3_origin_port if source == "s3" else self.s3_endpoint
+
     def mount_source(self, source):
         first = self.names[0]
+        if source in S3_SOURCES:
+            return "s3://bench/llama/%s" % first
         return {"http": "http://127.0.0.1:%d/llama/%s" % (self.port, first),
-                "hf": "hf://%s/%s/%s" % (ORG, REPO_NAME, first),
-                "s3": "s3://bench/llama/%s" % first}[source]
+                "hf": "hf://%s/%s/%s" % (ORG, REPO_NAME, first)}[source]
 
     def curl_cmd(self, source, out_dir):
         """The download of every shard into out_dir, as a user without gguf-mount does it."""
@@ -221,7 +274,7 @@ http {{
         if source == "hf":  # hf download / huggingface-cli fetch the resolve URLs and follow the redirect
             urls = ["http://127.0.0.1:%d/%s/%s/resolve/main/%s" % (self.api_port, ORG, REPO_NAME, n) for n in self.names]
             return CURL + ["-L"] + sum((["-o", o, u] for o, u in zip(outs, urls)), [])
-        urls = ["%s/bench/llama/%s" % (self.s3_endpoint, n) for n in self.names]
+        urls = ["%s/bench/llama/%s" % (self.s3_url(source), n) for n in self.names]
         return CURL + ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user", remote_s3.KEY_ID + ":" + remote_s3.SECRET,
                        "-H", "x-amz-content-sha256: " + remote_s3.EMPTY_SHA256] + sum((["-o", o, u] for o, u in zip(outs, urls)), [])
 
@@ -291,10 +344,14 @@ def _one(b, pth, state, timeout=None):
         pth.reset()
     pth.daemon_cpu = None
     pth.srv.fresh_origin(pth.source)
+    node = pth.srv.s3_proc.pid if pth.source == "s3rver" else None
+    cpu0 = _cpu_seconds(node) if node else None
     # The origin's files stay in memory (bench.py drop_caches): a remote server's disk is not ours.
     r = rc.first_token(pth.prepare, pth.cleanup, lambda: b.drop_caches(pth.srv.origin_files(pth.source)),
                        prefix=pth.prefix, timeout=timeout)
     r["daemon_cpu_s"] = pth.daemon_cpu
+    if node:  # the s3rver process's CPU seconds over the whole measurement (both paths' origin)
+        r["origin_cpu_s"] = _cpu_seconds(node) - cpu0
     return r
 
 
@@ -371,7 +428,9 @@ def tables(v):
                   "dropped, the mount's block cache filled by the cold run / the shards already downloaded. The servers' "
                   "own files are read back into memory after each drop (a remote origin's disk is not this machine's). "
                   "In parentheses: seconds until the model path was ready (mount readable / curl done), "
-                  "`loadModel`, first token; for the mount also the daemon's CPU seconds." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
+                  "`loadModel`, first token; for the mount also the daemon's CPU seconds; for s3rver the origin's "
+                  "(a node process on the same CPUs). s3: nginx serving the bucket, each request's SigV4 checked "
+                  "(bench/s3_origin.js); s3rver: the tests' S3 server and its verifying proxy." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
                   "", "| source | cache | mount s (ready, load, eval) | download then load s (ready, load, eval) "
                   "| download / mount |", "|---|---|---|---|---|"]
         for source, runs in rem["sources"].items():
@@ -383,10 +442,12 @@ def tables(v):
                     t = [r["total_s"] for r in rs]
                     meds[k] = _med(t)
                     cpu = [r["daemon_cpu_s"] for r in rs if r.get("daemon_cpu_s") is not None]
-                    cells.append("%.2f (%.2f–%.2f) (%.2f, %.2f, %.2f%s)" % (
+                    origin = [r["origin_cpu_s"] for r in rs if r.get("origin_cpu_s") is not None]
+                    cells.append("%.2f (%.2f–%.2f) (%.2f, %.2f, %.2f%s%s)" % (
                         meds[k], min(t), max(t), _med([r["prepare_s"] for r in rs]),
                         _med([r["load_ms"] for r in rs]) / 1000, _med([r["eval_ms"] for r in rs]) / 1000,
-                        "; daemon CPU %.1f" % _med(cpu) if cpu else ""))
+                        "; daemon CPU %.1f" % _med(cpu) if cpu else "",
+                        "; s3rver CPU %.1f (%.1f–%.1f)" % (_med(origin), min(origin), max(origin)) if origin else ""))
                 lines.append("| %s | %s | %s | %s | **%.2f** |" % (source, state, cells[0], cells[1],
                                                                  meds["download"] / meds["mount"]))
         lines.append("")
