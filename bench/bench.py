@@ -951,6 +951,9 @@ def main():
                          "(bench/trace-folios.sh), loaders (4 loaders at once), remote (time to first token from "
                          "http, hf and s3 sources, and s3rver, vs download-then-load), memlimit (the same under a memory cgroup "
                          "limit below the model)")
+    ap.add_argument("--large-ref-gm", default=None,
+                    help="large: another gguf-mount build (before) measured through its own mount in the same "
+                         "runs as this one, for the modes and remote rows (a same-run before/after)")
     ap.add_argument("--large-sources", default="http,hf,s3,s3rver",
                     help="large: the sources of the remote row (http, hf, s3: nginx with SigV4 checked, s3rver: "
                          "the tests' S3 server; default all)")

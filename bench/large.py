@@ -68,6 +68,8 @@ def run_large(b, log):
     mnt = os.path.join(b.data, "mnt", "large")
     p = b.start_daemon("large", [b.gm, "-f", sdir, mnt], mnt, os.path.join(mnt, "llama.gguf"))
     targets = {"file": model, "mount": os.path.join(mnt, "llama.gguf")}
+    ref = getattr(b.a, "large_ref_gm", None)
+    ref_mnt, ref_p = os.path.join(b.data, "mnt", "large-before"), None
     runs_n = min(b.a.runs, 3)
     res = {"model_bytes": os.path.getsize(model), "layers": info["layers"], "runs": runs_n, "rows": {},
            "large_rows": rows}
@@ -75,6 +77,10 @@ def run_large(b, log):
     res["llama_skipped"] = why
     b.results["large"] = res
     try:
+        if ref:  # --large-ref-gm: the same rows through a mount by that build, in the same runs
+            ref_p = b.start_daemon("large-before", [ref, "-f", sdir, ref_mnt], ref_mnt, os.path.join(ref_mnt, "llama.gguf"))
+            targets["before"] = os.path.join(ref_mnt, "llama.gguf")
+            res["ref_gm"] = ref
         if "folios" in rows:
             res["folios"] = trace_folios(b, targets["mount"], first, log)
         for mode in (list(MODES) + ([] if why else list(LOADS))) if "modes" in rows else []:
@@ -82,8 +88,9 @@ def run_large(b, log):
                 if state in b.a.skip_states:
                     continue
                 runs = {t: [] for t in targets}
-                for i in range(runs_n):
-                    for t in (list(targets) if i % 2 == 0 else list(targets)[::-1]):
+                names = list(targets)
+                for i in range(runs_n):  # interleaved: each target first in turn (2 targets: alternating)
+                    for t in names[i % len(names):] + names[:i % len(names)]:
                         runs[t].append(_one(b, mode, state, targets[t]))
                 res["rows"]["%s %s" % (mode, state)] = runs
                 log("large %s %s: file %.2f s, mount %.2f s" % (
@@ -91,6 +98,8 @@ def run_large(b, log):
                     statistics.median(r["seconds"] for r in runs["mount"])))
     finally:
         b.stop_daemon(mnt, p)
+        if ref_p:
+            b.stop_daemon(ref_mnt, ref_p)
     mid = None
     if not why and ({"loaders", "remote", "memlimit"} & set(rows)):
         mid = rc.gen_llama(b.gen, b.gm, b.data, (64 << 20) if b.a.quick else MID_BYTES, 4, sub="large-mid")
@@ -311,4 +320,18 @@ def modes_table(v):
         lines.append("| %s | %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | **%.2f** | %.3f | %s |" % (
             LABEL[mode], state, fm, min(f), max(f), mm, min(m), max(m), fm / mm, (mm - fm) / gib, cpu))
     lines.append("")
+    if v.get("ref_gm"):
+        lines += ["**Before / after in the same runs**: the same rows through a second mount of the same shards by "
+                  "`%s` (--large-ref-gm), its runs interleaved with the file's and this build's; ratio = file time / "
+                  "mount time." % v["ref_gm"], "",
+                  "| mode | cache | file s | before: mount s | after: mount s | before: file / mount | after: file / mount |",
+                  "|---|---|---|---|---|---|---|"]
+        for key, runs in v["rows"].items():
+            if "before" not in runs:
+                continue
+            mode, state = key.rsplit(" ", 1)
+            fm, bm, am = (statistics.median(r["seconds"] for r in runs[t]) for t in ("file", "before", "mount"))
+            lines.append("| %s | %s | %.2f | %.2f | %.2f | %.2f | **%.2f** |" % (LABEL[mode], state, fm, bm, am,
+                                                                            fm / bm, fm / am))
+        lines.append("")
     return lines

@@ -105,6 +105,9 @@ class Servers:
         s3_root = os.path.join(nd, "s3")
         os.makedirs(os.path.join(s3_root, "bench"))
         os.symlink(shard_dir, os.path.join(s3_root, "bench", "llama"))
+        listing = os.path.join(nd, "s3-listing.xml")
+        with open(listing, "w") as f:
+            f.write(self._s3_listing())
         self.port, self.api_port, self.cdn_port = R.free_port(), R.free_port(), R.free_port()
         self.s3_origin_port = R.free_port()
         # The Hub's answers (formats: remote/hub.hpp, as tests/remote/hub_emulation.cpp serves them).
@@ -150,6 +153,7 @@ http {{
       js_content bench_s3.verify;
     }}
     location /bench/ {{ auth_request /_verify; }}
+    location = /bench {{ auth_request /_verify; default_type application/xml; alias {listing}; }}
     location / {{ return 403; }}
   }}
   server {{
@@ -179,6 +183,22 @@ http {{
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("nginx did not start (see %s/error.log)" % nd)
+
+    def _s3_listing(self):
+        """The ListObjectsV2 page of prefix "llama/" (delimiter "/") that the nginx S3 origin answers
+        for any listing of bucket "bench" (a mount of s3://bench/llama/ asks for it; the shard form
+        s3://bench/llama/KEY-00001-of-N.gguf lists nothing): each shard's key, size, and the ETag
+        and Last-Modified nginx sends for it (ETag "<mtime hex>-<size hex>")."""
+        items = []
+        for n, path in zip(self.names, self.shards):
+            st = os.stat(path)
+            modified = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(int(st.st_mtime)))
+            items.append("<Contents><Key>llama/%s</Key><LastModified>%s</LastModified><ETag>&quot;%x-%x&quot;</ETag>"
+                         "<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>" % (
+                             n, modified, int(st.st_mtime), st.st_size, st.st_size))
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                "<Name>bench</Name><Prefix>llama/</Prefix><Delimiter>/</Delimiter><KeyCount>%d</KeyCount>"
+                "<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>%s</ListBucketResult>" % (len(items), "".join(items)))
 
     def check_s3_origin(self):
         """Refuses to measure against a verifying S3 origin that does not verify: a request whose
@@ -258,10 +278,12 @@ http {{
         """The S3 endpoint of an S3 source: nginx's verifying origin (s3) or s3rver's proxy (s3rver)."""
         return "http://127.0.0.1:%d" % self.s3_origin_port if source == "s3" else self.s3_endpoint
 
-    def mount_source(self, source):
+    def mount_source(self, source, before=False):
+        """The SOURCE a mount of `source` is given; `before` (--large-ref-gm's build): s3 as the
+        prefix s3://bench/llama/, the form builds before the shard form (2026-12-02) have."""
         first = self.names[0]
         if source in S3_SOURCES:
-            return "s3://bench/llama/%s" % first
+            return "s3://bench/llama/" if before else "s3://bench/llama/%s" % first
         return {"http": "http://127.0.0.1:%d/llama/%s" % (self.port, first),
                 "hf": "hf://%s/%s/%s" % (ORG, REPO_NAME, first)}[source]
 
@@ -291,12 +313,14 @@ def _umount(b, mnt, p):
 
 
 class Path:
-    """One way to the first token from one source: prepare() -> model path, cleanup()."""
+    """One way to the first token from one source: prepare() -> model path, cleanup(). `path`:
+    "mount" (this build), "before" (a mount by --large-ref-gm's build) or "download"."""
 
     def __init__(self, b, srv, source, path, prefix=()):
         self.b, self.srv, self.source, self.path, self.prefix = b, srv, source, path, list(prefix)
+        self.gm = b.a.large_ref_gm if path == "before" else b.gm
         base = os.path.join(b.data, "tmp", "large-remote")
-        self.cache = os.path.join(base, "cache-" + source)
+        self.cache = os.path.join(base, "cache-" + source + ("-before" if path == "before" else ""))
         self.out = os.path.join(base, "dl-" + source)
         self.mnt = os.path.join(b.data, "mnt", "large-remote")
         self.p = None
@@ -305,13 +329,13 @@ class Path:
     def reset(self):
         """Nothing cached: this path's own state only (the mount's block cache, or the download),
         so that the other path's cold run does not empty this one's cache."""
-        shutil.rmtree(self.cache if self.path == "mount" else self.out, ignore_errors=True)
+        shutil.rmtree(self.out if self.path == "download" else self.cache, ignore_errors=True)
 
     def prepare(self):
-        if self.path == "mount":
+        if self.path != "download":
             self.p = self.b.start_daemon(
-                "large-remote-" + self.source, self.prefix + [self.b.gm, "-f", "--log-level", "warn", "--cache-dir",
-                                                              self.cache, self.srv.mount_source(self.source), self.mnt],
+                "large-remote-" + self.source, self.prefix + [self.gm, "-f", "--log-level", "warn", "--cache-dir",
+                                                              self.cache, self.srv.mount_source(self.source, self.path == "before"), self.mnt],
                 self.mnt, os.path.join(self.mnt, "llama.gguf"), self.srv.env(self.source))
             self.cpu0 = _cpu_seconds(self.p.pid)
             return os.path.join(self.mnt, "llama.gguf")
@@ -370,12 +394,20 @@ def run(b, mid, rows, runs_n, res, log):
             bad = set(wanted) - set(SOURCES)
             if bad:
                 raise SystemExit("--large-sources: unknown %s (sources: %s)" % (",".join(sorted(bad)), ",".join(SOURCES)))
+            ref = getattr(b.a, "large_ref_gm", None)
+            if ref:
+                out["ref_gm"] = ref
+                # A build from before s3:// (2026-12-01) has no before path on the S3 sources.
+                help_text = subprocess.run([ref, "mount", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           text=True).stdout
+                out["ref_sources"] = [s for s in SOURCES if s not in S3_SOURCES or "s3://" in help_text]
             for source in [s for s in SOURCES if s in wanted]:
-                paths = {k: Path(b, srv, source, k) for k in PATHS}
-                runs = {"%s %s" % (k, s): [] for k in PATHS for s in ("cold", "cached")}
+                names = list(PATHS) + (["before"] if ref and source in out["ref_sources"] else [])
+                paths = {k: Path(b, srv, source, k) for k in names}
+                runs = {"%s %s" % (k, s): [] for k in names for s in ("cold", "cached")}
                 out["sources"][source] = runs
-                for i in range(runs_n):
-                    order = PATHS if i % 2 == 0 else PATHS[::-1]
+                for i in range(runs_n):  # interleaved: each path first in turn
+                    order = names[i % len(names):] + names[:i % len(names)]
                     for state in ("cold", "cached"):
                         for k in order:
                             runs["%s %s" % (k, state)].append(_one(b, paths[k], state))
@@ -433,11 +465,12 @@ def tables(v):
                   "(bench/s3_origin.js); s3rver: the tests' S3 server and its verifying proxy." % (rem["model_bytes"] / GIB, rem["layers"], rem["shards"], rem["runs"]),
                   "", "| source | cache | mount s (ready, load, eval) | download then load s (ready, load, eval) "
                   "| download / mount |", "|---|---|---|---|---|"]
+        before_rows = []
         for source, runs in rem["sources"].items():
             for state in ("cold", "cached"):
                 cells = []
                 meds = {}
-                for k in PATHS:
+                for k in PATHS + (("before",) if "before cold" in runs else ()):
                     rs = runs["%s %s" % (k, state)]
                     t = [r["total_s"] for r in rs]
                     meds[k] = _med(t)
@@ -450,7 +483,20 @@ def tables(v):
                         "; s3rver CPU %.1f (%.1f–%.1f)" % (_med(origin), min(origin), max(origin)) if origin else ""))
                 lines.append("| %s | %s | %s | %s | **%.2f** |" % (source, state, cells[0], cells[1],
                                                                  meds["download"] / meds["mount"]))
+                if len(cells) > 2:
+                    before_rows.append("| %s | %s | %.2f | %s | %.2f | %.2f | **%.2f** |" % (
+                        source, state, meds["download"], cells[2], meds["mount"], meds["download"] / meds["before"],
+                        meds["download"] / meds["mount"]))
         lines.append("")
+        if before_rows:
+            missing = [x for x in rem["sources"] if x not in rem.get("ref_sources", rem["sources"])]
+            lines += ["**Before / after in the same runs**: the mount path also with `%s` (--large-ref-gm), its own "
+                      "block cache, its runs interleaved with the other two; ratio = download / mount.%s" % (
+                          rem["ref_gm"], " No before path for %s: that build has no s3:// source." % ", ".join(missing)
+                          if missing else ""), "",
+                      "| source | cache | download then load s | before: mount s (ready, load, eval) | after: mount s "
+                      "| before: download / mount | after: download / mount |", "|---|---|---|---|---|---|---|"]
+            lines += before_rows + [""]
     ml = v.get("memlimit")
     if ml:
         lines += ["**Memory-limited** (http source, cold): every process of the path (daemon or curl, and the loader) "
