@@ -236,9 +236,9 @@ http {{
         self.log("large remote: S3 server seeded with %d shards in %.0f s" % (len(self.shards), time.monotonic() - t0))
 
     def fresh_origin(self, source):
-        """Before each measurement of `source`: for s3, the S3 test server restarted on its data
-        and port (remote_s3.restart_s3): no measurement inherits the state of the node process
-        the one before used; nginx (http, hf) needs nothing."""
+        """Before each measurement of `source`: for s3rver, the S3 test server restarted on its
+        data and port (remote_s3.restart_s3): no measurement inherits the state of the node
+        process the one before used; nginx (http, hf, s3) needs nothing."""
         if source != "s3rver":
             return
         old = self.s3_proc
