@@ -227,6 +227,9 @@ class Bench:
         return {
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "kernel": platform.release(),
+            # The tree the run measured: its commit, and whether it had uncommitted changes.
+            "commit": cmd_out(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]),
+            "tree_dirty": bool(cmd_out(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"])),
             "libfuse": cmd_out(["pkg-config", "--modversion", "fuse3"]),
             "fuse_kernel_protocol": "7.%s" % read_text("/sys/module/fuse/parameters/protocol_minor", "?"),
             "cpus": os.cpu_count(),
@@ -699,11 +702,13 @@ def write_reports(res, outdir, name):
                  "**median (min–max)**. Load average (1 min) at start %s, end %s%s "
                  "(it counts the benchmark's own daemon threads and I/O waits, and anything else running on this "
                  "2-vCPU VM: compare same-row ratios, not absolute numbers across runs). "
-                 "Date %s, wall time %d s." % (
+                 "Date %s, wall time %d s.%s" % (
                      env["kernel"], env["libfuse"], env["cpus"], env["cpu"], env["mem_gib"], env["thp"],
                      env["filesystem"], model, env["runs"],
                      env["load_start"][0], env.get("load_end", [0])[0], during,
-                     env["date"], env.get("wall_seconds", 0)))
+                     env["date"], env.get("wall_seconds", 0),
+                     " Tree: %s%s." % (env["commit"], " with uncommitted changes" if env.get("tree_dirty") else "")
+                     if env.get("commit") else ""))
     lines.append("")
     for n in res.get("notes", []):
         lines.append("> " + n)
