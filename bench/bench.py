@@ -229,7 +229,7 @@ class Bench:
             "kernel": platform.release(),
             # The tree the run measured: its commit, and whether it had uncommitted changes.
             "commit": cmd_out(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]),
-            "tree_dirty": bool(cmd_out(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"])),
+            "tree_dirty": cmd_out(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"]) not in ("", "?"),
             "libfuse": cmd_out(["pkg-config", "--modversion", "fuse3"]),
             "fuse_kernel_protocol": "7.%s" % read_text("/sys/module/fuse/parameters/protocol_minor", "?"),
             "cpus": os.cpu_count(),
@@ -708,7 +708,7 @@ def write_reports(res, outdir, name):
                      env["load_start"][0], env.get("load_end", [0])[0], during,
                      env["date"], env.get("wall_seconds", 0),
                      " Tree: %s%s." % (env["commit"], " with uncommitted changes" if env.get("tree_dirty") else "")
-                     if env.get("commit") else ""))
+                     if env.get("commit") not in (None, "?") else ""))
     lines.append("")
     for n in res.get("notes", []):
         lines.append("> " + n)
