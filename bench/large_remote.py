@@ -134,7 +134,7 @@ class Servers:
         temp = " ".join("%s_temp_path %s;" % (k, nd) for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         bench_dir = os.path.dirname(os.path.abspath(__file__))
         fleet_dir = os.path.join(os.path.dirname(bench_dir), "docs", "fleet")
-        conf = f"""daemon off; worker_processes 1; pid {nd}/nginx.pid; error_log {nd}/error.log;
+        conf = f"""daemon off; worker_processes 1; pid {nd}/nginx.pid; error_log {nd}/error.log warn;
 load_module {NJS_MODULE};
 events {{ worker_connections 1024; }}
 http {{

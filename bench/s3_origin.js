@@ -1,9 +1,10 @@
 // Bench-only S3 origin (bench/large_remote.py, source "s3"): nginx serves the objects of one
 // bucket from a directory (Range, ETag, sendfile), and this handler, run by auth_request before
 // each request, recomputes the request's Signature Version 4 and refuses a mismatch with 403, as
-// S3 does. Written from AWS's specification ("Authenticating Requests: Using the Authorization
-// Header (AWS Signature Version 4)", Amazon S3 API reference); the canonical URI and query come
-// from docs/fleet/s3_sigv4.js (canonical()). njs 0.7.
+// S3 does. The canonical request is built here from the request's own SignedHeaders (AWS's
+// "Authenticating Requests: Using the Authorization Header (AWS Signature Version 4)", Amazon S3
+// API reference); its URI and query, and the signature itself, come from the fleet tier's signer
+// (docs/fleet/s3_sigv4.js canonical() and signature(), tested against AWS's example). njs 0.7.
 //
 // Why not s3rver here: the tests' S3 server with its verifying proxy (tests/remote/s3/
 // s3_server.js) is a node process on the client's own 2 vCPUs that spent 5.1 to 9.6 CPU-seconds
@@ -16,14 +17,8 @@
 
 import sigv4 from 's3_sigv4.js';
 
-const crypto = require('crypto');
-
 const AUTH = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/s3\/aws4_request, ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$/;
 const MAX_SKEW_MS = 900 * 1000;
-
-function hmac(key, text) {
-    return crypto.createHmac('sha256', key).update(text).digest();
-}
 
 /// Milliseconds since the epoch of an x-amz-date ("20261207T061500Z"), NaN when malformed.
 function amzTime(s) {
@@ -55,11 +50,8 @@ function refusal(r) {
     if (!c) return 'malformed URI';
     const canonicalRequest = [r.variables.request_method, c.path, c.query, lines, signed.join(';'),
         r.headersIn['X-Amz-Content-SHA256']].join('\n');
-    const scope = day + '/' + region + '/s3/aws4_request';
-    const toSign = ['AWS4-HMAC-SHA256', amzDate, scope,
-        crypto.createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
-    const key = hmac(hmac(hmac(hmac('AWS4' + r.variables.bench_s3_secret, day), region), 's3'), 'aws4_request');
-    if (crypto.createHmac('sha256', key).update(toSign).digest('hex') !== signature) return 'SignatureDoesNotMatch';
+    if (sigv4.signature(canonicalRequest, amzDate, region, r.variables.bench_s3_secret) !== signature)
+        return 'SignatureDoesNotMatch';
     return '';
 }
 
